@@ -1,0 +1,30 @@
+"""flowpy on Apache Spark: reactive pipelines whose heavy stages run on PySpark.
+
+* :func:`local_session` starts (or joins) a SparkSession: embedded
+  ``local[*]`` by default, any cluster by its master URL.
+* :class:`DataFramePublisher` publishes a DataFrame's rows on demand.
+* :class:`ParquetSink` writes a stream to Parquet, one atomic batch at a time.
+* :class:`SparkProcessor` runs a DataFrame function on micro-batches of a stream.
+
+PySpark, pyarrow and pandas come with the ``spark`` extra
+(``pip install 'flowpy[spark]'``) and a Java runtime is needed to run Spark;
+this package imports without them and says what is missing when used.
+"""
+
+from flowpy.spark._processor import SparkProcessor, Transform
+from flowpy.spark._publisher import DataFramePublisher
+from flowpy.spark._session import MASTER_ENV, SparkUnavailableError, local_session
+from flowpy.spark._sink import ParquetSink, ParquetSinkError, SinkStats, WriteMode
+
+__all__ = [
+    "MASTER_ENV",
+    "DataFramePublisher",
+    "ParquetSink",
+    "ParquetSinkError",
+    "SinkStats",
+    "SparkProcessor",
+    "SparkUnavailableError",
+    "Transform",
+    "WriteMode",
+    "local_session",
+]
