@@ -23,7 +23,8 @@ def row_to_dict(row: Row) -> dict[str, Any]:
 
 def dicts_of(table: pa.Table) -> list[dict[str, Any]]:
     """Return the rows of an Arrow table as dicts, the way :func:`row_to_dict` does."""
-    return table.to_pylist()
+    rows: list[dict[str, Any]] = table.to_pylist()
+    return rows
 
 
 def _struct(schema: SchemaLike) -> StructType:

@@ -44,7 +44,9 @@ class DataFramePublisher(Publisher[dict[str, Any]]):
                 ``toLocalIterator`` blocks an executor thread while Spark works.
     """
 
-    def __init__(self, df: DataFrame, *, prefetch_partitions: bool = False, executor: Executor | None = None) -> None:
+    def __init__(
+        self, df: DataFrame, *, prefetch_partitions: bool = False, executor: Executor | None = None
+    ) -> None:
         """Args:
             df: the DataFrame to publish.
             prefetch_partitions: compute the next partition while the current one is read.

@@ -19,7 +19,7 @@ from flowpy._demand import MAX_DEMAND, add_demand, check_request
 from flowpy.executors import Task
 from flowpy.flow import Subscriber, Subscription
 
-__all__ = ["END", "EMPTY", "PullSubscription"]
+__all__ = ["EMPTY", "END", "PullSubscription", "Pulled"]
 
 T = TypeVar("T")
 
@@ -40,7 +40,7 @@ EMPTY: Final = _Marker("EMPTY")
 END: Final = _Marker("END")
 """Returned by ``_next`` when the source is exhausted."""
 
-Pulled = Union[T, _Marker]
+Pulled = Union[T, _Marker]  # noqa: UP007 - a runtime alias on 3.10
 
 # Implementation overview
 #
@@ -80,7 +80,7 @@ class PullSubscription(Subscription, Generic[T]):
 
     def request(self, n: int) -> None:
         """Add ``n`` to the demand; ``n <= 0`` ends the stream with ``on_error`` (rule 3.9)."""
-        error = check_request(n, self._subscriber)
+        error = check_request(n)
         with self._lock:
             if self._cancelled:
                 return  # rule 3.6

@@ -81,7 +81,7 @@ def java_executable() -> str:
         )
     found = shutil.which("java")
     if found is None:
-        raise SparkUnavailableError(f"flowpy.spark needs Java to run Spark, and none was found: {_INSTALL_JAVA}")
+        raise SparkUnavailableError(f"flowpy.spark needs Java to run Spark and found none: {_INSTALL_JAVA}")
     return found
 
 

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from concurrent.futures import Future, InvalidStateError
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, get_args
@@ -86,7 +87,7 @@ class _ParquetDirectory:
             if mode == "overwrite":
                 self._fs.delete(self._root, True)
             elif mode == "error" and any(
-                not status.getPath().getName().startswith(("_", ".")) for status in self._fs.listStatus(self._root)
+                not name.startswith(("_", ".")) for name in self._names(self._root)
             ):
                 raise FileExistsError(
                     f"ParquetSink path {self._path!r} already holds data; use mode='append' or 'overwrite'"
@@ -103,17 +104,17 @@ class _ParquetDirectory:
         name = f"{self._run}-{sequence:06d}"
         staging = self._hadoop_path(self._root, f"{STAGING_DIR}/{name}")
         df.coalesce(1).write.mode("errorifexists").parquet(staging.toString())
-        parts = [
-            status.getPath()
-            for status in self._fs.listStatus(staging)
-            if status.getPath().getName().startswith("part-") and status.getPath().getName().endswith(".parquet")
-        ]
+        parts = [part for part in self._names(staging) if part.startswith("part-") and part.endswith(".parquet")]
         if len(parts) != 1:
-            raise OSError(f"ParquetSink expected one Parquet file in {staging.toString()!r}, found {len(parts)}")
+            raise OSError(f"ParquetSink expected one Parquet file in {staging.toString()!r}, got {parts!r}")
+        source = self._hadoop_path(staging, parts[0])
         target = self._hadoop_path(self._root, f"part-{name}.parquet")
-        if not self._fs.rename(parts[0], target):
-            raise OSError(f"ParquetSink could not move {parts[0].toString()!r} to {target.toString()!r}")
+        if not self._fs.rename(source, target):
+            raise OSError(f"ParquetSink could not move {source.toString()!r} to {target.toString()!r}")
         self._fs.delete(staging, True)
+
+    def _names(self, directory: Any) -> list[str]:
+        return [status.getPath().getName() for status in self._fs.listStatus(directory)]
 
 
 class ParquetSink(Subscriber[Mapping[str, Any]]):
@@ -327,16 +328,15 @@ class ParquetSink(Subscriber[Mapping[str, Any]]):
 
     def _error(self, what: str) -> ParquetSinkError:
         return ParquetSinkError(
-            f"ParquetSink {self._path!r} committed {self._rows} rows in {self._committed} batches, then {what}",
+            f"ParquetSink {self._path!r} committed {self._rows} rows "
+            f"in {self._committed} batches, then {what}",
             rows_committed=self._rows,
             batches_committed=self._committed,
         )
 
-    def _settle(self, settle: Any) -> None:
-        try:
+    def _settle(self, settle: Callable[[], None]) -> None:
+        with contextlib.suppress(InvalidStateError):  # result was cancelled by its owner
             settle()
-        except InvalidStateError:  # result was cancelled by its owner
-            pass
 
     def _result_done(self, result: Future[SinkStats]) -> None:
         if not result.cancelled():

@@ -1,0 +1,85 @@
+"""Test doubles for the Spark tests: an upstream driven by hand, arrival counting."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable
+from typing import Any
+
+from flowpy.flow import Publisher, Subscriber, Subscription
+
+
+class Arrivals:
+    """An ``on_next`` hook that counts items and lets a test wait for a count."""
+
+    def __init__(self) -> None:
+        self._changed = threading.Condition()
+        self.count = 0
+
+    def __call__(self, item: object) -> None:
+        with self._changed:
+            self.count += 1
+            self._changed.notify_all()
+
+    def wait_for(self, n: int, timeout: float = 60) -> None:
+        with self._changed:
+            assert self._changed.wait_for(lambda: self.count >= n, timeout), f"{self.count} of {n} arrived"
+
+
+class HandUpstream(Publisher[Any], Subscription):
+    """A publisher for one subscriber whose items the test emits by hand.
+
+    It records every ``request`` and ``cancel``; ``emit`` refuses to send
+    more than was requested, so a test sees exactly what the subscriber asked.
+    """
+
+    def __init__(self) -> None:
+        self._changed = threading.Condition()
+        self.requests: list[int] = []
+        self.cancelled = False
+        self.subscriber: Subscriber[Any] | None = None
+        self.sent = 0
+
+    def subscribe(self, subscriber: Subscriber[Any]) -> None:
+        self.subscriber = subscriber
+        subscriber.on_subscribe(self)
+
+    def request(self, n: int) -> None:
+        with self._changed:
+            self.requests.append(n)
+            self._changed.notify_all()
+
+    def cancel(self) -> None:
+        with self._changed:
+            self.cancelled = True
+            self._changed.notify_all()
+
+    @property
+    def outstanding(self) -> int:
+        with self._changed:
+            return sum(self.requests) - self.sent
+
+    def wait_for_requests(self, count: int, timeout: float = 60) -> None:
+        """Wait until ``count`` requests were made (or the subscription was cancelled)."""
+        with self._changed:
+            assert self._changed.wait_for(lambda: len(self.requests) >= count or self.cancelled, timeout)
+
+    def wait_for_cancel(self, timeout: float = 60) -> None:
+        with self._changed:
+            assert self._changed.wait_for(lambda: self.cancelled, timeout), "upstream was not cancelled"
+
+    def emit(self, items: Iterable[Any]) -> None:
+        assert self.subscriber is not None
+        for item in items:
+            assert self.outstanding > 0, f"subscriber requested {sum(self.requests)}, emitting #{self.sent + 1}"
+            with self._changed:
+                self.sent += 1
+            self.subscriber.on_next(item)
+
+    def complete(self) -> None:
+        assert self.subscriber is not None
+        self.subscriber.on_complete()
+
+    def fail(self, error: BaseException) -> None:
+        assert self.subscriber is not None
+        self.subscriber.on_error(error)

@@ -1,0 +1,191 @@
+"""DataFramePublisher: rows as dicts, pulled from Spark only as demand arrives."""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import pytest
+
+from flowpy.spark import DataFramePublisher
+from tests.spark.helpers import Arrivals
+from tests.support import Recorder
+
+
+def _counted(spark: Any, rows: int, partitions: int) -> tuple[Any, Any]:
+    """A DataFrame of ``rows`` ids whose evaluation is counted row by row in an accumulator."""
+    from pyspark.sql.functions import udf
+
+    evaluated = spark.sparkContext.accumulator(0)
+
+    @udf("long")
+    def count(value: int) -> int:
+        evaluated.add(1)
+        return value
+
+    return spark.range(0, rows, 1, partitions).select(count("id").alias("id")), evaluated
+
+
+@pytest.mark.timeout(60)
+def test_publisher_all_rows_arrive_as_dicts_then_complete(spark: Any) -> None:
+    df = spark.createDataFrame([(1, "a", 1.5), (2, "b", None), (3, "c", 3.5)], "id INT, name STRING, x DOUBLE")
+    recorder = Recorder(initial=10)
+    DataFramePublisher(df).subscribe(recorder)
+    assert recorder.done.wait(30)
+    assert recorder.items == [
+        {"id": 1, "name": "a", "x": 1.5},
+        {"id": 2, "name": "b", "x": None},
+        {"id": 3, "name": "c", "x": 3.5},
+    ]
+    assert recorder.completed and recorder.violations == []
+
+
+@pytest.mark.timeout(60)
+def test_publisher_exact_demand_completes_without_another_request(spark: Any) -> None:
+    recorder = Recorder(initial=5)
+    DataFramePublisher(spark.range(5)).subscribe(recorder)
+    assert recorder.done.wait(30)
+    assert [row["id"] for row in recorder.items] == [0, 1, 2, 3, 4]
+    assert recorder.kinds()[-1] == "on_complete"
+
+
+@pytest.mark.timeout(60)
+def test_publisher_without_request_starts_no_spark_job(spark: Any) -> None:
+    df, evaluated = _counted(spark, 100, 2)
+    recorder = Recorder(initial=0)
+    DataFramePublisher(df).subscribe(recorder)
+    assert recorder.subscribed.wait(30)
+    recorder.request(1)  # the only pull: one partition of 50 rows
+    arrivals = Arrivals()
+    recorder.on_next_hook = arrivals
+    arrivals.wait_for(1)
+    assert evaluated.value == 50
+
+
+@pytest.mark.timeout(90)
+@pytest.mark.parametrize(("prefetch", "partitions_ahead"), [(False, 1), (True, 2)])
+def test_publisher_pulls_no_more_than_requested_plus_partitions(
+    spark: Any, prefetch: bool, partitions_ahead: int
+) -> None:
+    df, evaluated = _counted(spark, 10_000, 100)  # partitions of 100 rows
+    arrivals = Arrivals()
+    recorder = Recorder(initial=0, on_next_hook=arrivals)
+    DataFramePublisher(df, prefetch_partitions=prefetch).subscribe(recorder)
+    assert recorder.subscribed.wait(30)
+    for requested in (150, 420):
+        recorder.request(requested - arrivals.count)
+        arrivals.wait_for(requested)
+        # The look-ahead for on_complete may open the next partition.
+        assert evaluated.value <= (requested // 100 + partitions_ahead + 1) * 100
+    recorder.cancel()
+    assert len(recorder.items) == 420
+    assert [row["id"] for row in recorder.items] == list(range(420))
+
+
+def _jobs_of_group(spark: Any, group: str, timeout: float = 30) -> int:
+    """Wait until no job of ``group`` runs; return how many jobs it ran."""
+    tracker = spark.sparkContext.statusTracker()
+    deadline = time.monotonic() + timeout
+    while any(tracker.getJobInfo(j).status == "RUNNING" for j in tracker.getJobIdsForGroup(group)):
+        assert time.monotonic() < deadline, f"jobs of {group} still running after {timeout} s"
+        time.sleep(0.05)  # polling Spark's status tracker: it has no notification
+    return len(tracker.getJobIdsForGroup(group))
+
+
+@contextlib.contextmanager
+def _executor_in_group(spark: Any, group: str) -> Iterator[ThreadPoolExecutor]:
+    """One thread whose Spark jobs belong to ``group``."""
+    executor = ThreadPoolExecutor(1, initializer=lambda: spark.sparkContext.setJobGroup(group, group))
+    try:
+        yield executor
+    finally:
+        executor.shutdown(wait=False)
+
+
+@pytest.mark.timeout(60)
+def test_publisher_head_of_a_billion_rows_then_cancel_runs_no_more_jobs(spark: Any) -> None:
+    df = spark.range(0, 10**9, 1, 100_000)  # partitions of 10,000 rows
+    arrivals = Arrivals()
+    recorder = Recorder(initial=1_000, on_next_hook=arrivals)
+    with _executor_in_group(spark, "head-of-a-billion") as executor:
+        DataFramePublisher(df, executor=executor).subscribe(recorder)
+        arrivals.wait_for(1_000)
+        recorder.cancel()
+        assert [row["id"] for row in recorder.items] == list(range(1_000))
+        assert _jobs_of_group(spark, "head-of-a-billion") == 1  # one job per partition read
+    assert not recorder.done.is_set()  # cancel is silent (rule 3.5)
+
+
+@pytest.mark.timeout(60)
+def test_publisher_cancel_stops_the_partition_job_under_way(spark: Any) -> None:
+    from pyspark.sql.functions import udf
+
+    @udf("long")
+    def slow(value: int) -> int:
+        import time
+
+        time.sleep(0.01)  # 100,000 rows: 1,000 s unless the job is cancelled
+        return value
+
+    df = spark.range(0, 100_000, 1, 1).select(slow("id").alias("id"))
+    recorder = Recorder(initial=1)
+    tracker = spark.sparkContext.statusTracker()
+    with _executor_in_group(spark, "cancel-under-way") as executor:
+        DataFramePublisher(df, executor=executor).subscribe(recorder)
+        deadline = time.monotonic() + 30
+        while not tracker.getJobIdsForGroup("cancel-under-way"):
+            assert time.monotonic() < deadline, "the partition job did not start"
+            time.sleep(0.05)  # polling Spark's status tracker: it has no notification
+        recorder.cancel()
+        assert _jobs_of_group(spark, "cancel-under-way") == 1
+    assert recorder.items == [] and not recorder.done.is_set()
+
+
+@pytest.mark.timeout(60)
+def test_publisher_each_subscriber_gets_its_own_pass(spark: Any) -> None:
+    publisher = DataFramePublisher(spark.range(0, 30, 1, 3))
+    first, second = Recorder(initial=100), Recorder(initial=7)
+    publisher.subscribe(first)
+    publisher.subscribe(second)
+    assert first.done.wait(30)
+    arrivals = Arrivals()
+    second.on_next_hook = arrivals
+    second.request(23)
+    assert second.done.wait(30)
+    assert [row["id"] for row in first.items] == list(range(30))
+    assert [row["id"] for row in second.items] == list(range(30))
+    assert first.violations == second.violations == []
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize(("n", "kind"), [(0, ValueError), (-3, ValueError), ("2", TypeError)])
+def test_publisher_bad_request_signals_error(spark: Any, n: Any, kind: type[BaseException]) -> None:
+    recorder = Recorder(initial=0)
+    DataFramePublisher(spark.range(3)).subscribe(recorder)
+    assert recorder.subscribed.wait(30)
+    recorder.subscription.request(n)  # type: ignore[union-attr]
+    assert recorder.done.wait(30)
+    assert isinstance(recorder.error, kind)
+    assert recorder.items == []
+
+
+def test_publisher_none_subscriber_raises_type_error(spark: Any) -> None:
+    with pytest.raises(TypeError, match=r"^subscriber must not be None \(rule 1\.9\)$"):
+        DataFramePublisher(spark.range(1)).subscribe(None)  # type: ignore[arg-type]
+
+
+@pytest.mark.timeout(60)
+def test_publisher_failing_query_signals_on_error(spark: Any) -> None:
+    from pyspark.sql.functions import udf
+
+    @udf("long")
+    def broken(value: int) -> int:
+        raise ArithmeticError(f"row {value} is broken")
+
+    recorder = Recorder(initial=5)
+    DataFramePublisher(spark.range(3).select(broken("id"))).subscribe(recorder)
+    assert recorder.done.wait(30)
+    assert recorder.error is not None and "row 0 is broken" in str(recorder.error)
