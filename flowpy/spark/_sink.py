@@ -18,13 +18,20 @@ from flowpy.spark._arrow import ArrowBatches, SchemaLike
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-__all__ = ["ParquetSink", "ParquetSinkError", "SinkStats", "WriteMode"]
+__all__ = ["ParquetSink", "ParquetSinkError", "SinkStats", "WriteMode", "staging_name"]
 
 WriteMode = Literal["append", "overwrite", "error"]
 """What the sink does with data already at its path: keep it, delete it first, or refuse to start."""
 
-STAGING_DIR = "_flowpy_staging"
-"""Where batches are written before they are moved into place; hidden from readers by its ``_``."""
+def staging_name(name: str) -> str:
+    """Return the name of the staging directory beside the output directory ``name``.
+
+    Batches are written there before they are moved into place. It is a
+    sibling, not a child, so that a reader listing the output directory
+    recursively never meets Spark's temporary files; its leading ``_`` hides
+    it from readers of the parent directory.
+    """
+    return f"_{name}_flowpy_staging"
 
 
 @dataclass(frozen=True)
@@ -63,9 +70,10 @@ class ParquetSinkError(RuntimeError):
 class _ParquetDirectory:
     """The sink's output directory on any Hadoop file system (local, HDFS, S3, ...).
 
-    A batch is written by Spark as a single file into its own staging
-    directory under ``_flowpy_staging``, then renamed into the output
-    directory: a reader lists either the whole batch or none of it.
+    A batch is written by Spark as a single file into its own directory
+    under the staging directory (see :func:`staging_name`), then renamed
+    into the output directory: a reader lists either the whole batch or none
+    of it.
     """
 
     def __init__(self, spark: SparkSession, path: str) -> None:
@@ -75,6 +83,12 @@ class _ParquetDirectory:
         self._hadoop_path = jvm.org.apache.hadoop.fs.Path
         self._root = self._hadoop_path(path)
         self._fs = self._root.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())
+        parent = self._root.getParent()
+        self._staging = (
+            self._hadoop_path(self._root, "_flowpy_staging")  # a file system's root directory
+            if parent is None
+            else self._hadoop_path(parent, staging_name(self._root.getName()))
+        )
         self._run = uuid.uuid4().hex[:12]  # tells this sink's files from earlier runs' files
 
     def prepare(self, mode: WriteMode) -> None:
@@ -102,7 +116,7 @@ class _ParquetDirectory:
             Exception: whatever Spark raised while writing.
         """
         name = f"{self._run}-{sequence:06d}"
-        staging = self._hadoop_path(self._root, f"{STAGING_DIR}/{name}")
+        staging = self._hadoop_path(self._staging, name)
         df.coalesce(1).write.mode("errorifexists").parquet(staging.toString())
         parts = [part for part in self._names(staging) if part.startswith("part-") and part.endswith(".parquet")]
         if len(parts) != 1:
@@ -112,6 +126,8 @@ class _ParquetDirectory:
         if not self._fs.rename(source, target):
             raise OSError(f"ParquetSink could not move {source.toString()!r} to {target.toString()!r}")
         self._fs.delete(staging, True)
+        if not self._fs.listStatus(self._staging):
+            self._fs.delete(self._staging, False)  # empty: leave nothing behind
 
     def _names(self, directory: Any) -> list[str]:
         return [status.getPath().getName() for status in self._fs.listStatus(directory)]
@@ -136,10 +152,9 @@ class ParquetSink(Subscriber[Mapping[str, Any]]):
     :attr:`result` cancels the upstream subscription and drops the rows of
     the batch not yet written.
 
-    Readers of ``path`` see whole batches only: a batch is one file, moved
-    into place by one rename once Spark has written it completely (atomic on
-    local and HDFS file systems). Files and directories whose names start
-    with ``_`` (the staging area) are ignored by Spark and Arrow readers.
+    Readers of ``path`` see whole batches only: a batch is one file, written
+    by Spark in a staging directory beside ``path`` and moved into place by
+    one rename once complete (atomic on local and HDFS file systems).
 
     Protocol:   rules 2.1-2.13 as a subscriber; a second ``on_subscribe`` is
                 cancelled (rule 2.5).

@@ -1,0 +1,237 @@
+"""ParquetSink: batches written once each, committed atomically, requested only after commit."""
+
+from __future__ import annotations
+
+import shutil
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from flowpy.spark import ParquetSink, ParquetSinkError, SinkStats
+from flowpy.spark import _sink as sink_module
+from flowpy.submission import SubmissionPublisher
+from tests.spark.helpers import HandUpstream
+
+SCHEMA = "id BIGINT, name STRING, score DOUBLE"
+
+
+def _rows(start: int, stop: int) -> list[dict[str, Any]]:
+    return [{"id": i, "name": f"n{i}", "score": i / 4 if i % 7 else None} for i in range(start, stop)]
+
+
+def _read(spark: Any, path: Path) -> list[dict[str, Any]]:
+    return sorted((row.asDict() for row in spark.read.parquet(str(path)).collect()), key=lambda r: r["id"])
+
+
+def _files(path: Path) -> list[str]:
+    return sorted(p.name for p in path.iterdir() if p.suffix == ".parquet")
+
+
+@pytest.mark.timeout(90)
+def test_sink_round_trip_writes_every_row_once(spark: Any, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    sink = ParquetSink(spark, str(out), batch_size=1_000, schema=SCHEMA)
+    with SubmissionPublisher[dict[str, Any]](max_buffer_capacity=64) as publisher:
+        publisher.subscribe(sink)
+        for row in _rows(0, 2_500):
+            publisher.submit(row)
+    stats = sink.result.result(timeout=60)
+    assert stats.rows == 2_500 and stats.batches == 3 and stats.seconds > 0
+    assert _read(spark, out) == _rows(0, 2_500)
+    assert len(_files(out)) == 3
+
+
+@pytest.mark.timeout(90)
+def test_sink_requests_next_batch_only_after_commit(spark: Any, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    upstream = HandUpstream()
+    sink = ParquetSink(spark, str(out), batch_size=50, schema=SCHEMA)
+    upstream.subscribe(sink)
+    for batch in range(3):
+        upstream.wait_for_requests(batch + 1)
+        assert upstream.requests == [50] * (batch + 1)
+        assert len(_files(out)) == batch  # the previous batch was committed first
+        upstream.emit(_rows(batch * 50, batch * 50 + 50))
+        assert upstream.outstanding == 0
+    upstream.wait_for_requests(4)
+    upstream.emit(_rows(150, 170))
+    upstream.complete()
+    assert sink.result.result(timeout=60) == SinkStats(170, 4, sink.result.result().seconds)
+    assert _read(spark, out) == _rows(0, 170)
+    assert max(upstream.requests) == 50
+
+
+@pytest.mark.timeout(90)
+def test_sink_slow_write_blocks_submit_instead_of_buffering(
+    spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    entered, release = threading.Event(), threading.Event()
+    commit = sink_module._ParquetDirectory.commit
+
+    def slow_commit(self: Any, df: Any, sequence: int) -> None:
+        entered.set()
+        assert release.wait(60)
+        commit(self, df, sequence)
+
+    monkeypatch.setattr(sink_module._ParquetDirectory, "commit", slow_commit)
+    sink = ParquetSink(spark, str(tmp_path / "out"), batch_size=100, schema=SCHEMA)
+    publisher = SubmissionPublisher[dict[str, Any]](max_buffer_capacity=16)
+    publisher.subscribe(sink)
+    returned = [0]
+
+    def produce() -> None:
+        for row in _rows(0, 1_000):
+            publisher.submit(row)
+            returned[0] += 1
+        publisher.close()
+
+    producer = threading.Thread(target=produce)
+    producer.start()
+    assert entered.wait(60)
+    changed = threading.Condition()
+    with changed:
+        changed.wait_for(lambda: publisher.estimate_maximum_lag() >= 16, timeout=30)
+    assert publisher.estimate_maximum_lag() == 16
+    assert producer.is_alive() and returned[0] <= 100 + 16
+    release.set()
+    producer.join(60)
+    assert sink.result.result(timeout=60).rows == 1_000
+
+
+@pytest.mark.timeout(90)
+def test_sink_failed_write_of_batch_k_keeps_the_first_k_minus_1(spark: Any, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    upstream = HandUpstream()
+    sink = ParquetSink(spark, str(out), batch_size=10, schema=SCHEMA)
+    upstream.subscribe(sink)
+    for batch in range(2):
+        upstream.wait_for_requests(batch + 1)
+        upstream.emit(_rows(batch * 10, batch * 10 + 10))
+    upstream.wait_for_requests(3)
+    staging = tmp_path / sink_module.staging_name("out")
+    shutil.rmtree(staging, ignore_errors=True)
+    staging.write_text("not a directory: Spark cannot stage batch 3 here")
+    upstream.emit(_rows(20, 30))
+    with pytest.raises(ParquetSinkError, match=r"committed 20 rows in 2 batches, then writing batch 3") as info:
+        sink.result.result(timeout=60)
+    assert info.value.rows_committed == 20 and info.value.batches_committed == 2
+    assert info.value.__cause__ is not None
+    upstream.wait_for_cancel()
+    assert _read(spark, out) == _rows(0, 20)
+
+
+@pytest.mark.timeout(90)
+def test_sink_row_that_does_not_fit_fails_and_cancels_the_publisher(spark: Any, tmp_path: Path) -> None:
+    sink = ParquetSink(spark, str(tmp_path / "out"), batch_size=10, schema=SCHEMA)
+    publisher = SubmissionPublisher[dict[str, Any]](max_buffer_capacity=8)
+    publisher.subscribe(sink)
+    for row in _rows(0, 15):
+        publisher.submit(row)
+    publisher.submit({"id": "sixteen", "name": "bad", "score": 1.0})
+    publisher.close()
+    with pytest.raises(ParquetSinkError) as info:
+        sink.result.result(timeout=60)
+    assert info.value.rows_committed == 10
+    assert "writing batch 2 (6 rows) failed" in str(info.value)
+    assert _read(spark, tmp_path / "out") == _rows(0, 10)
+
+
+@pytest.mark.timeout(90)
+def test_sink_readers_see_whole_batches_only(spark: Any, tmp_path: Path) -> None:
+    import pyarrow.dataset as ds
+
+    out = tmp_path / "out"
+    sink = ParquetSink(spark, str(out), batch_size=200, schema=SCHEMA)
+    seen: list[int] = []
+    stop = threading.Event()
+
+    def read() -> None:
+        while not stop.is_set():
+            if out.exists():
+                seen.append(ds.dataset(str(out), format="parquet").count_rows())
+
+    reader = threading.Thread(target=read)
+    reader.start()
+    with SubmissionPublisher[dict[str, Any]](max_buffer_capacity=256) as publisher:
+        publisher.subscribe(sink)
+        for row in _rows(0, 2_000):
+            publisher.submit(row)
+    try:
+        assert sink.result.result(timeout=60).batches == 10
+    finally:
+        stop.set()
+        reader.join()
+    assert seen and all(count % 200 == 0 for count in seen)
+    assert sorted(set(seen))[-1] <= 2_000
+
+
+@pytest.mark.timeout(90)
+def test_sink_upstream_error_writes_what_arrived_then_fails(spark: Any, tmp_path: Path) -> None:
+    upstream = HandUpstream()
+    sink = ParquetSink(spark, str(tmp_path / "out"), batch_size=100, schema=SCHEMA)
+    upstream.subscribe(sink)
+    upstream.wait_for_requests(1)
+    upstream.emit(_rows(0, 42))
+    failure = ConnectionError("source went away")
+    upstream.fail(failure)
+    with pytest.raises(ParquetSinkError, match=r"committed 42 rows in 1 batches, then upstream") as info:
+        sink.result.result(timeout=60)
+    assert info.value.__cause__ is failure
+    assert _read(spark, tmp_path / "out") == _rows(0, 42)
+
+
+@pytest.mark.timeout(90)
+def test_sink_modes_apply_before_the_first_batch(spark: Any, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+
+    def write(rows: list[dict[str, Any]], mode: Any) -> ParquetSink:
+        sink = ParquetSink(spark, str(out), batch_size=100, schema=SCHEMA, mode=mode)
+        upstream = HandUpstream()
+        upstream.subscribe(sink)
+        upstream.wait_for_requests(1)
+        if not upstream.cancelled:  # mode="error" refuses before requesting
+            upstream.emit(rows)
+            upstream.complete()
+        return sink
+
+    write(_rows(0, 5), "error").result.result(timeout=60)
+    write(_rows(5, 8), "append").result.result(timeout=60)
+    assert _read(spark, out) == _rows(0, 8)
+    with pytest.raises(ParquetSinkError, match=r"already holds data; use mode='append' or 'overwrite'"):
+        write(_rows(8, 9), "error").result.result(timeout=60)
+    write(_rows(10, 12), "overwrite").result.result(timeout=60)
+    assert _read(spark, out) == _rows(10, 12)
+
+
+@pytest.mark.timeout(60)
+def test_sink_cancelling_result_cancels_upstream(spark: Any, tmp_path: Path) -> None:
+    upstream = HandUpstream()
+    sink = ParquetSink(spark, str(tmp_path / "out"), batch_size=100)
+    upstream.subscribe(sink)
+    upstream.wait_for_requests(1)
+    assert sink.result.cancel()
+    upstream.wait_for_cancel()
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"batch_size": 0}, r"^batch_size must be a positive int, got 0$"),
+        ({"batch_size": True}, r"^batch_size must be a positive int, got True$"),
+        ({"mode": "ignore"}, r"^mode must be one of 'append', 'overwrite', 'error', got 'ignore'$"),
+    ],
+)
+def test_sink_bad_arguments_raise_value_error(spark: Any, kwargs: dict[str, Any], message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        ParquetSink(spark, "/unused", **kwargs)
+
+
+def test_sink_second_subscription_is_cancelled(spark: Any, tmp_path: Path) -> None:
+    sink = ParquetSink(spark, str(tmp_path / "out"))
+    first, second = HandUpstream(), HandUpstream()
+    first.subscribe(sink)
+    second.subscribe(sink)
+    assert second.cancelled and not first.cancelled
+    sink.result.cancel()
