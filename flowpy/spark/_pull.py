@@ -213,7 +213,7 @@ class PullSubscription(Subscription, Generic[T]):
                         return
                     subscriber.on_next(item)  # type: ignore[arg-type]
                     emitted += 1
-                if emitted == demand and not self._cancelled and self._at_end():
+                if (exhausted or emitted == demand) and not self._cancelled and self._at_end():
                     self._end()
                     subscriber.on_complete()
                     return
