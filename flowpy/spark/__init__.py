@@ -5,6 +5,8 @@
 * :class:`DataFramePublisher` publishes a DataFrame's rows on demand.
 * :class:`ParquetSink` writes a stream to Parquet, one atomic batch at a time.
 * :class:`SparkProcessor` runs a DataFrame function on micro-batches of a stream.
+* :func:`publish_stream` feeds a Structured Streaming query into a
+  ``SubmissionPublisher``, whose blocking ``submit`` slows the query.
 
 PySpark, pyarrow and pandas come with the ``spark`` extra
 (``pip install 'flowpy[spark]'``) and a Java runtime is needed to run Spark;
@@ -15,6 +17,7 @@ from flowpy.spark._processor import SparkProcessor, Transform
 from flowpy.spark._publisher import DataFramePublisher
 from flowpy.spark._session import MASTER_ENV, SparkUnavailableError, local_session
 from flowpy.spark._sink import ParquetSink, ParquetSinkError, SinkStats, WriteMode
+from flowpy.spark._stream import publish_stream
 
 __all__ = [
     "MASTER_ENV",
@@ -27,4 +30,5 @@ __all__ = [
     "Transform",
     "WriteMode",
     "local_session",
+    "publish_stream",
 ]

@@ -6,15 +6,18 @@ import threading
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from flowpy.flow import default_buffer_size
+from flowpy.errors import ClosedPublisherError
+from flowpy.flow import Subscriber, default_buffer_size
 from flowpy.spark._arrow import row_to_dict
 from flowpy.submission import SubmissionPublisher
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
-    from pyspark.sql.streaming import StreamingQuery
+    from pyspark.sql.streaming.query import StreamingQuery
 
 __all__ = ["publish_stream"]
+
+_CLOSE_CHECK_SECONDS = 0.1  # how often a micro-batch waiting for a subscriber checks for close()
 
 
 def publish_stream(
@@ -31,9 +34,9 @@ def publish_stream(
     one partition at a time and passed to ``submit``, which blocks while a
     subscriber's buffer is full. The query's next micro-batch starts only
     when the current one has been accepted, so slow subscribers slow the
-    query instead of filling memory. Subscribe before data flows: a
-    ``SubmissionPublisher`` does not replay rows to late subscribers, and
-    rows submitted while it has none are dropped.
+    query instead of filling memory. The first micro-batch waits for the
+    first subscriber; a subscriber that comes later gets the rows submitted
+    after it subscribed.
 
     When the query ends (``query.stop()``, an ``availableNow`` trigger
     running out of input, or a failure) the publisher is closed: subscribers
@@ -58,9 +61,10 @@ def publish_stream(
     """
     if not streaming_df.isStreaming:
         raise ValueError(f"streaming_df must be a streaming DataFrame (spark.readStream), got {streaming_df!r}")
-    publisher: SubmissionPublisher[dict[str, Any]] = SubmissionPublisher(max_buffer_capacity=max_buffer_capacity)
+    publisher = _StreamPublisher(max_buffer_capacity)
 
     def hand_over(batch: DataFrame, batch_id: int) -> None:
+        publisher.await_subscriber()
         submit = publisher.submit
         for row in batch.toLocalIterator():
             submit(row_to_dict(row))
@@ -84,3 +88,25 @@ def publish_stream(
 
     threading.Thread(target=close_when_terminated, name=f"flowpy-stream-{query.id}", daemon=True).start()
     return publisher, query
+
+
+class _StreamPublisher(SubmissionPublisher[dict[str, Any]]):
+    """A SubmissionPublisher that lets the query wait for its first subscriber."""
+
+    def __init__(self, max_buffer_capacity: int) -> None:
+        super().__init__(max_buffer_capacity=max_buffer_capacity)
+        self._first_subscriber = threading.Event()  # set by the first subscribe()
+
+    def subscribe(self, subscriber: Subscriber[dict[str, Any]]) -> None:
+        super().subscribe(subscriber)
+        self._first_subscriber.set()
+
+    def await_subscriber(self) -> None:
+        """Block until a subscriber came.
+
+        Raises:
+            ClosedPublisherError: if the publisher is closed meanwhile.
+        """
+        while not self._first_subscriber.wait(_CLOSE_CHECK_SECONDS):
+            if self.is_closed:
+                raise ClosedPublisherError("cannot hand over a micro-batch: the stream's publisher was closed")

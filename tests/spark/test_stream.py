@@ -1,0 +1,101 @@
+"""publish_stream: a streaming query into a SubmissionPublisher whose submit slows it."""
+
+from __future__ import annotations
+
+import json
+import statistics
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from flowpy.flow import Subscriber, Subscription
+from flowpy.spark import publish_stream
+from tests.support import Recorder
+
+
+@pytest.mark.timeout(120)
+def test_stream_available_now_delivers_every_file_row_then_completes(spark: Any, tmp_path: Path) -> None:
+    source = tmp_path / "in"
+    source.mkdir()
+    for part in range(3):
+        lines = [json.dumps({"id": part * 100 + i, "part": part}) for i in range(100)]
+        (source / f"part-{part}.json").write_text("\n".join(lines) + "\n")
+    stream = spark.readStream.schema("id LONG, part INT").option("maxFilesPerTrigger", 1).json(str(source))
+    publisher, query = publish_stream(
+        stream,
+        max_buffer_capacity=16,
+        trigger={"availableNow": True},
+        checkpoint_location=str(tmp_path / "checkpoint"),
+    )
+    recorder = Recorder(initial=2**63 - 1)
+    publisher.subscribe(recorder)
+    assert recorder.done.wait(90)  # the query stops by itself once the files are read
+    assert recorder.completed and recorder.violations == []
+    assert sorted(row["id"] for row in recorder.items) == list(range(300))
+    assert not query.isActive and publisher.is_closed
+
+
+class _Paced(Subscriber[dict[str, Any]]):
+    """Requests one row at a time and takes ``delay`` seconds over each row in ``slow``."""
+
+    def __init__(self, slow: range, delay: float, stop_after: int) -> None:
+        self.slow, self.delay, self.stop_after = slow, delay, stop_after
+        self.values: list[int] = []
+        self.reached = threading.Event()  # stop_after rows arrived
+        self.done = threading.Event()
+        self.error: BaseException | None = None
+        self.subscription: Subscription | None = None
+
+    def on_subscribe(self, subscription: Subscription) -> None:
+        self.subscription = subscription
+        subscription.request(1)
+
+    def on_next(self, item: dict[str, Any]) -> None:
+        value = item["value"]
+        self.values.append(value)
+        if value in self.slow:
+            time.sleep(self.delay)  # the subscriber's own slow work, not synchronisation
+        if len(self.values) == self.stop_after:
+            self.reached.set()
+        assert self.subscription is not None
+        self.subscription.request(1)
+
+    def on_error(self, error: BaseException) -> None:
+        self.error = error
+        self.done.set()
+
+    def on_complete(self) -> None:
+        self.done.set()
+
+
+@pytest.mark.timeout(120)
+def test_stream_slow_subscriber_slows_the_query_and_gets_every_row(spark: Any, tmp_path: Path) -> None:
+    rows_per_batch = 200
+    stream = (
+        spark.readStream.format("rate-micro-batch")
+        .option("rowsPerBatch", rows_per_batch)
+        .option("numPartitions", 1)
+        .load()
+    )
+    publisher, query = publish_stream(stream, max_buffer_capacity=8, checkpoint_location=str(tmp_path / "cp"))
+    slow_batches = (4, 5)
+    subscriber = _Paced(
+        slow=range(slow_batches[0] * rows_per_batch, (slow_batches[-1] + 1) * rows_per_batch),
+        delay=0.01,
+        stop_after=7 * rows_per_batch,
+    )
+    publisher.subscribe(subscriber)
+    try:
+        assert subscriber.reached.wait(90)
+    finally:
+        query.stop()
+    assert subscriber.done.wait(30) and subscriber.error is None
+    # Every row the query produced arrived, in order, with no gap.
+    assert subscriber.values == list(range(len(subscriber.values)))
+    rates = {p["batchId"]: p["processedRowsPerSecond"] for p in query.recentProgress if p["numInputRows"]}
+    fast = statistics.median(rates[b] for b in (1, 2, 3))
+    slow = max(rates[b] for b in slow_batches)
+    assert slow * 3 < fast, f"rows/s while slow {slow:.0f}, while fast {fast:.0f}"
