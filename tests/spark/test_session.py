@@ -1,0 +1,87 @@
+"""local_session: loopback, quiet, Arrow on; a clear error when Java or PySpark is missing."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from flowpy.spark import MASTER_ENV
+from flowpy.spark._session import resolve_master
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_session_binds_loopback_and_turns_arrow_on(spark: Any) -> None:
+    conf = spark.sparkContext.getConf()
+    assert conf.get("spark.master") == "local[2]"
+    assert conf.get("spark.driver.host") == "127.0.0.1"
+    assert conf.get("spark.driver.bindAddress") == "127.0.0.1"
+    assert conf.get("spark.ui.enabled") == "false"
+    assert conf.get("spark.ui.showConsoleProgress") == "false"
+    assert spark.conf.get("spark.sql.execution.arrow.pyspark.enabled") == "true"
+    assert os.environ["SPARK_LOCAL_IP"] == "127.0.0.1"
+    assert os.environ["PYSPARK_PYTHON"] == sys.executable
+    assert spark.sparkContext.uiWebUrl is None
+
+
+def test_session_master_comes_from_argument_then_environment_then_default(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv(MASTER_ENV, raising=False)
+    assert resolve_master(None) == "local[*]"
+    monkeypatch.setenv(MASTER_ENV, "spark://127.0.0.1:7077")
+    assert resolve_master(None) == "spark://127.0.0.1:7077"
+    assert resolve_master("local[3]") == "local[3]"
+
+
+def _run(code: str, env: dict[str, str]) -> str:
+    result = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 0, result.stderr
+    return result.stdout.strip()
+
+
+_TRY_SESSION = """
+    from flowpy.spark import SparkUnavailableError, local_session
+    try:
+        local_session()
+    except SparkUnavailableError as exc:
+        print(exc)
+    else:
+        print("started")
+"""
+
+
+def test_session_without_java_says_what_to_install(tmp_path: Path) -> None:
+    env = {key: value for key, value in os.environ.items() if key != "JAVA_HOME"}
+    env["PATH"] = str(tmp_path)  # an empty directory: no java anywhere
+    assert _run(_TRY_SESSION, env) == (
+        "flowpy.spark needs Java to run Spark and found none: install a Java runtime "
+        "(17 or 21, e.g. apt-get install openjdk-17-jre-headless) and put java on PATH or set JAVA_HOME"
+    )
+
+
+def test_session_with_a_wrong_java_home_names_it(tmp_path: Path) -> None:
+    env = dict(os.environ, JAVA_HOME=str(tmp_path))
+    assert _run(_TRY_SESSION, env) == (
+        f"flowpy.spark needs Java, but JAVA_HOME={str(tmp_path)!r} has no bin/java: fix JAVA_HOME or "
+        "install a Java runtime (17 or 21, e.g. apt-get install openjdk-17-jre-headless) "
+        "and put java on PATH or set JAVA_HOME"
+    )
+
+
+def test_session_without_pyspark_says_what_to_install() -> None:
+    code = "import sys\nsys.modules['pyspark'] = None\n" + textwrap.dedent(_TRY_SESSION)
+    assert _run(code, dict(os.environ)) == "flowpy.spark needs pyspark: install it with: pip install 'flowpy[spark]'"
