@@ -56,6 +56,23 @@ _STOCHASTIC_ITERATIONS = 100
 PublisherTest = Callable[[flow.Publisher[T]], None]
 
 
+def gc_timeout_from_environment() -> int:
+    """Return ``PUBLISHER_REFERENCE_GC_TIMEOUT_MILLIS`` from the environment, default 300.
+
+    Raises:
+        ValueError: if it is set and not an integer.
+    """
+    raw = os.environ.get("PUBLISHER_REFERENCE_GC_TIMEOUT_MILLIS")
+    if raw is None or raw == "":
+        return DEFAULT_PUBLISHER_REFERENCE_GC_TIMEOUT_MILLIS
+    try:
+        return int(raw)
+    except ValueError:
+        raise ValueError(
+            f"environment variable PUBLISHER_REFERENCE_GC_TIMEOUT_MILLIS must be an integer, got {raw!r}"
+        ) from None
+
+
 class _ConcurrentAccessBarrier:
     """Detects two threads inside a subscriber's signal methods at once (rule 1.3).
 
@@ -136,15 +153,7 @@ class PublisherVerification(Verification, Generic[T]):
 
         Default: the environment variable ``PUBLISHER_REFERENCE_GC_TIMEOUT_MILLIS``, else 300.
         """
-        raw = os.environ.get("PUBLISHER_REFERENCE_GC_TIMEOUT_MILLIS")
-        if raw is None or raw == "":
-            return DEFAULT_PUBLISHER_REFERENCE_GC_TIMEOUT_MILLIS
-        try:
-            return int(raw)
-        except ValueError:
-            raise ValueError(
-                f"environment variable PUBLISHER_REFERENCE_GC_TIMEOUT_MILLIS must be an integer, got {raw!r}"
-            ) from None
+        return gc_timeout_from_environment()
 
     # --- Harness ---------------------------------------------------------
 
