@@ -448,3 +448,8 @@ class _Rejected(flow.Subscription):
 
     def cancel(self) -> None:
         return None
+
+
+def range_publisher(elements: int) -> RangePublisher:
+    """The runner's factory for :class:`RangePublisher`."""
+    return RangePublisher(0, elements)
