@@ -134,15 +134,16 @@ def verification_for(
     base = KINDS[kind]
     if isinstance(factory, type) and issubclass(factory, base):
         return factory
+    make: Callable[..., Any] = factory
     hooks: dict[str, Any] = {"create_test_environment": lambda self: env()}
     if kind == "publisher":
-        hooks["create_publisher"] = lambda self, elements: _as_flow(factory(elements))
+        hooks["create_publisher"] = lambda self, elements: _as_flow(make(elements))
     elif kind == "subscriber-whitebox":
-        hooks["create_subscriber"] = lambda self, probe: _as_flow(factory(probe))
+        hooks["create_subscriber"] = lambda self, probe: _as_flow(make(probe))
     elif kind == "subscriber-blackbox":
-        hooks["create_subscriber"] = lambda self: _as_flow(factory())
+        hooks["create_subscriber"] = lambda self: _as_flow(make())
     else:
-        hooks["create_identity_processor"] = lambda self, buffer_size: _as_flow(factory(buffer_size))
+        hooks["create_identity_processor"] = lambda self, buffer_size: _as_flow(make(buffer_size))
     if failed is not None:
         hooks["create_failed_publisher"] = lambda self: _as_flow(failed())
     if max_elements is not None:
@@ -192,7 +193,7 @@ def format_table(outcomes: Sequence[Outcome], width: int = 100) -> str:
     names = [outcome.test.removeprefix("test_") for outcome in outcomes]
     name_width = min(max((len(name) for name in names), default=4), 70)
     lines = [f"{'rule':<5} {'test':<{name_width}} {'outcome':<8} message"]
-    for outcome, name in zip(outcomes, names):
+    for outcome, name in zip(outcomes, names, strict=True):
         shown = name if len(name) <= name_width else name[: name_width - 1] + "…"
         message = " ".join(outcome.message.split())
         if len(message) > width:

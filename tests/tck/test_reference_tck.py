@@ -25,7 +25,6 @@ from tests.tck.reference import (
 )
 
 
-
 class _Fast:
     def create_test_environment(self) -> TestEnvironment:
         return TestEnvironment(200, 20, 10)
