@@ -36,6 +36,7 @@ from tests.tck.test_reference_tck import (
     TestAsyncSubscriberBlackbox,
     TestAsyncSubscriberWhitebox,
     TestIdentityProcessor,
+    TestMulticastProcessor,
     TestRangePublisher,
     TestSyncSubscriberBlackbox,
     TestSyncSubscriberWhitebox,
@@ -58,6 +59,7 @@ SOAKED: list[type[Verification]] = [
     TestSyncSubscriberBlackbox,
     TestAsyncSubscriberBlackbox,
     TestIdentityProcessor,
+    TestMulticastProcessor,
 ]
 
 

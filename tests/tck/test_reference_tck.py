@@ -18,6 +18,7 @@ from flowpy.tck.helper_publisher import AsyncIterablePublisher
 from tests.tck.reference import (
     AsyncSubscriber,
     IdentityProcessor,
+    MulticastProcessor,
     RangePublisher,
     SyncSubscriber,
     WhiteboxAsyncSubscriber,
@@ -74,3 +75,8 @@ class TestIdentityProcessor(_Fast, IdentityProcessorVerification[int]):
 
     def max_supported_subscribers(self) -> int:
         return 1
+
+
+class TestMulticastProcessor(_Fast, IdentityProcessorVerification[int]):
+    def create_identity_processor(self, buffer_size: int) -> flow.Processor[int, int]:
+        return MulticastProcessor()

@@ -18,7 +18,7 @@ from flowpy.tck import NOT_VERIFIED, TestEnvironment
 from flowpy.tck._base import OPTIONAL_SKIP, Verification
 from flowpy.tck.runner import Outcome, Status, run_test, verification_for
 from tests.tck import broken
-from tests.tck.reference import IdentityProcessor, RangePublisher, WhiteboxSyncSubscriber
+from tests.tck.reference import IdentityProcessor, MulticastProcessor, RangePublisher, WhiteboxSyncSubscriber
 
 
 def _env() -> TestEnvironment:
@@ -38,8 +38,8 @@ def blackbox(cls: type[Any]) -> type[Verification]:
     return verification_for("subscriber-blackbox", cls, env=_env)
 
 
-def processor(cls: type[Any]) -> type[Verification]:
-    return verification_for("processor", lambda buffer_size: cls(), env=_env, max_subscribers=1)
+def processor(cls: type[Any], max_subscribers: int = 1) -> type[Verification]:
+    return verification_for("processor", lambda buffer_size: cls(), env=_env, max_subscribers=max_subscribers)
 
 
 def require_failure(verification: type[Verification], test: str, message_part: str) -> Outcome:
@@ -280,3 +280,19 @@ def test_processor_verification_delegated_subscriber_test_fails_for_broken_proce
                     "test_required_spec213_on_next_must_throw_null_pointer_exception_when_parameters_are_null",
                     "on_next(None) did not raise TypeError (rule 2.13)")
 
+
+
+def test_processor_verification_error_to_one_subscriber_fails_rule_1_4() -> None:
+    require_failure(
+        processor(broken.ErrorToFirstOnlyProcessor, max_subscribers=2),
+        "test_required_spec104_must_call_on_error_on_all_its_subscribers_if_it_encounters_a_non_recoverable_error",
+        "Subscriber did not receive the expected on_error(RuntimeError('Test exception')) within 200 ms",
+    )
+
+
+def test_processor_verification_multicast_reference_passes_multi_subscriber_tests() -> None:
+    verification = processor(MulticastProcessor, max_subscribers=2)
+    require_pass(verification, "test_required_spec104_must_call_on_error_on_all_its_subscribers_if_it_encounters_"
+                 "a_non_recoverable_error")
+    require_pass(verification, "test_required_must_request_from_upstream_for_elements_that_have_been_requested_"
+                 "long_ago")
