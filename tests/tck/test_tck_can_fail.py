@@ -7,8 +7,7 @@ skips where the Java TCK skips.
 
 from __future__ import annotations
 
-import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -19,6 +18,7 @@ from flowpy.tck._base import OPTIONAL_SKIP, Verification
 from flowpy.tck.runner import Outcome, Status, run_test, verification_for
 from tests.tck import broken
 from tests.tck.reference import IdentityProcessor, MulticastProcessor, RangePublisher, WhiteboxSyncSubscriber
+from tests.test_submission_concurrency import tiny_switch_interval  # noqa: F401 - a fixture
 
 
 def _env() -> TestEnvironment:
@@ -59,16 +59,6 @@ def require_skip(verification: type[Verification], test: str, message_part: str)
 def require_pass(verification: type[Verification], test: str) -> None:
     outcome = run_test(verification, test)
     assert outcome.status is Status.PASSED, outcome
-
-
-@pytest.fixture
-def fine_switching() -> Iterator[None]:
-    interval = sys.getswitchinterval()
-    sys.setswitchinterval(1e-6)
-    try:
-        yield
-    finally:
-        sys.setswitchinterval(interval)
 
 
 # --- PublisherVerification ------------------------------------------------------------
@@ -126,7 +116,8 @@ def test_publisher_verification_broken_publisher_fails(
 
 
 @pytest.mark.timeout(30)
-def test_publisher_verification_concurrent_signals_fail_rule_1_3(fine_switching: None) -> None:
+@pytest.mark.usefixtures("tiny_switch_interval")
+def test_publisher_verification_concurrent_signals_fail_rule_1_3() -> None:
     verification = verification_for("publisher", broken.ConcurrentPublisher, env=_env)
     require_failure(verification, "test_stochastic_spec103_must_signal_on_methods_sequentially",
                     "Illegal concurrent access detected")
