@@ -46,6 +46,7 @@ __all__ = [
     "TestException",
     "TestSubscriber",
     "skip",
+    "skip_exceptions",
 ]
 
 T = TypeVar("T")
@@ -60,12 +61,26 @@ DEFAULT_TIMEOUT_MILLIS = 100
 _END = object()  # end-of-stream marker in a Receptacle's queue
 
 SkipTest = unittest.SkipTest
-"""Raised to skip a test; pytest and the runner both report it as skipped."""
+"""Raised to skip a test when pytest is not loaded; pytest and the runner report it as skipped."""
 
 
 def skip(reason: str) -> NoReturn:
-    """Skip the running test with ``reason``."""
+    """Skip the running test with ``reason``.
+
+    Under pytest this is ``pytest.skip(reason)``, so that the report points
+    at the test; otherwise it raises :data:`SkipTest`. pytest is never imported
+    here, only used when something else already has.
+    """
+    pytest = sys.modules.get("pytest")
+    if pytest is not None:
+        pytest.skip(reason)
     raise SkipTest(reason)
+
+
+def skip_exceptions() -> tuple[type[BaseException], ...]:
+    """The exception types that mean "skipped": :data:`SkipTest`, and pytest's when it is loaded."""
+    pytest = sys.modules.get("pytest")
+    return (SkipTest,) if pytest is None else (SkipTest, pytest.skip.Exception)
 
 
 class TestException(RuntimeError):
