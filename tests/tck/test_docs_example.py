@@ -73,7 +73,7 @@ class _ListSubscription(flow.Subscription):
 
 class TestListPublisher(PublisherVerification[str]):
     def create_test_environment(self) -> TestEnvironment:
-        return TestEnvironment(default_timeout_millis=200, default_no_signals_timeout_millis=20)
+        return TestEnvironment(default_timeout_millis=1000, default_no_signals_timeout_millis=20)
 
     def create_publisher(self, elements: int) -> flow.Publisher[str]:
         return ListPublisher([f"item {i}" for i in range(elements)])
