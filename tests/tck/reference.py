@@ -613,3 +613,8 @@ class CancelledUpstream(RuntimeError):
 
     def __init__(self) -> None:
         super().__init__("MulticastProcessor cancelled its upstream when its last subscriber cancelled")
+
+
+def multicast_processor(buffer_size: int) -> MulticastProcessor[int]:
+    """The runner's factory for :class:`MulticastProcessor` (it buffers per subscriber, without bound)."""
+    return MulticastProcessor()
