@@ -18,7 +18,6 @@ from flowpy.tck._base import OPTIONAL_SKIP, Verification
 from flowpy.tck.runner import Outcome, Status, run_test, verification_for
 from tests.tck import broken
 from tests.tck.reference import IdentityProcessor, MulticastProcessor, RangePublisher, WhiteboxSyncSubscriber
-from tests.test_submission_concurrency import tiny_switch_interval  # noqa: F401 - a fixture
 
 
 def _env() -> TestEnvironment:
