@@ -87,7 +87,8 @@ class SparkProcessor(Processor[Mapping[str, Any], dict[str, Any]]):
         self._lock = threading.Lock()
         # --- Guarded by self._lock ----------------------------------------
         self._upstream: Subscription | None = None  # set once by on_subscribe
-        self._downstream: _ResultSubscription | None = None  # set once by subscribe
+        self._downstream: _ResultSubscription | None = None  # set by subscribe, cleared when it ends
+        self._served = False  # a subscriber came: no other may (set once)
         self._collecting: list[Mapping[str, Any]] = []  # rows of the batch being filled
         self._pending: deque[list[Mapping[str, Any]]] = deque()  # full batches awaiting transform
         self._results: deque[deque[dict[str, Any]]] = deque()  # transformed, not yet delivered
@@ -165,9 +166,10 @@ class SparkProcessor(Processor[Mapping[str, Any], dict[str, Any]]):
             raise TypeError("subscriber must not be None (rule 1.9)")
         subscription = _ResultSubscription(subscriber, self._execute, self)
         with self._lock:
-            if self._downstream is not None:
+            if self._served:
                 subscription.reject(RuntimeError(f"{self!r} serves one subscriber and already has one"))
             else:
+                self._served = True
                 self._downstream = subscription
         subscription.start()
         self._refill()
@@ -260,8 +262,10 @@ class SparkProcessor(Processor[Mapping[str, Any], dict[str, Any]]):
         with self._lock:
             return self._error
 
-    def _cancel_upstream(self) -> None:
+    def _detach(self) -> None:
+        """The downstream subscription ended: forget it (rule 3.13) and cancel upstream."""
         with self._lock:
+            self._downstream = None
             if self._stopped:
                 return
             self._stopped = True
@@ -307,4 +311,4 @@ class _ResultSubscription(PullSubscription[dict[str, Any]]):
     def _release(self) -> None:
         owner, self._owner = self._owner, None
         if owner is not None:
-            owner._cancel_upstream()
+            owner._detach()

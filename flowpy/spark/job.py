@@ -91,8 +91,8 @@ def replay(
         start, stop = total * index // producers, total * (index + 1) // producers
         submit = publisher.submit
         try:
-            for values in zip(*(column[start:stop] for column in columns)):
-                submit(dict(zip(names, values)))
+            for values in zip(*(column[start:stop] for column in columns), strict=True):
+                submit(dict(zip(names, values, strict=True)))
                 counts[index] += 1
         except BaseException as exc:
             errors.append(exc)
