@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import threading
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from flowpy.executors import Executor, Task, as_execute, default_executor
-from flowpy.flow import Processor, Subscriber, Subscription
+from flowpy.flow import Processor, Subscriber
 from flowpy.spark._arrow import ArrowBatches, SchemaLike, dicts_of
+from flowpy.spark._batching import BatchingSubscriber, Row, Terminal
 from flowpy.spark._pull import EMPTY, Pulled, PullSubscription
 
 if TYPE_CHECKING:
@@ -21,7 +22,7 @@ Transform = Callable[["DataFrame"], "DataFrame"]
 """A function from one micro-batch's DataFrame to the DataFrame of its results."""
 
 
-class SparkProcessor(Processor[Mapping[str, Any], dict[str, Any]]):
+class SparkProcessor(BatchingSubscriber, Processor[Row, dict[str, Any]]):
     """Collects rows into micro-batches, runs ``transform`` on each on Spark, publishes the results.
 
     Upstream, the processor requests ``batch_size`` rows per micro-batch and
@@ -72,87 +73,61 @@ class SparkProcessor(Processor[Mapping[str, Any], dict[str, Any]]):
             raise TypeError("spark must not be None")
         if not callable(transform):
             raise TypeError(f"transform must be a callable DataFrame -> DataFrame, got {transform!r}")
-        for name, value in (("batch_size", batch_size), ("max_batches_in_flight", max_batches_in_flight)):
-            if type(value) is not int or value <= 0:
-                raise ValueError(f"{name} must be a positive int, got {value!r}")
+        super().__init__(batch_size, as_execute(default_executor() if executor is None else executor))
+        if type(max_batches_in_flight) is not int or max_batches_in_flight <= 0:
+            raise ValueError(f"max_batches_in_flight must be a positive int, got {max_batches_in_flight!r}")
         self._transform = transform
-        self._batch_size = batch_size
         self._max_in_flight = max_batches_in_flight
-        self._batches = ArrowBatches(spark, schema)  # used by the transform task only
-        self._execute = as_execute(default_executor() if executor is None else executor)
+        self._batches = ArrowBatches(spark, schema)  # used by the worker task only
         # Serialises calls on the upstream subscription (rule 2.7). Re-entrant:
         # a synchronous upstream may call on_next inside request(). Never
         # acquired while self._lock is held.
         self._request_lock = threading.RLock()
-        self._lock = threading.Lock()
-        # --- Guarded by self._lock ----------------------------------------
-        self._upstream: Subscription | None = None  # set once by on_subscribe
+        # --- Guarded by self._lock (the base class's) ------------------------
         self._downstream: _ResultSubscription | None = None  # set by subscribe, cleared when it ends
         self._served = False  # a subscriber came: no other may (set once)
-        self._collecting: list[Mapping[str, Any]] = []  # rows of the batch being filled
-        self._pending: deque[list[Mapping[str, Any]]] = deque()  # full batches awaiting transform
         self._results: deque[deque[dict[str, Any]]] = deque()  # transformed, not yet delivered
         self._in_flight = 0  # batches requested and not yet fully delivered
-        self._transforming = False  # the transform task is queued or running
-        self._upstream_done = False  # upstream completed, or the stream failed or was cancelled
         self._error: BaseException | None = None  # the failure to signal downstream
-        self._stopped = False  # cancelled or failed: drop rows, request nothing
 
     # -- Upstream side (Subscriber) ---------------------------------------------
 
-    def on_subscribe(self, subscription: Subscription) -> None:
-        """Keep the upstream subscription; request once a subscriber is attached."""
-        if subscription is None:
-            raise TypeError("subscription must not be None (rule 2.13)")
-        with self._lock:
-            duplicate = self._upstream is not None or self._upstream_done
-            if not duplicate:
-                self._upstream = subscription
-        if duplicate:
-            subscription.cancel()  # rule 2.5
-            return
-        self._refill()
-
-    def on_next(self, item: Mapping[str, Any]) -> None:
-        """Add ``item`` to the micro-batch being filled."""
-        if item is None:
-            raise TypeError("item must not be None (rule 2.13)")
-        with self._lock:
-            if self._stopped:
-                return
-            self._collecting.append(item)
-            if len(self._collecting) < self._batch_size:
-                return
-            self._pending.append(self._collecting)
-            self._collecting = []
-            start = not self._transforming
-            self._transforming = True
-        if start:
-            self._execute(self._transform_loop)
-
     def on_error(self, error: BaseException) -> None:
-        """Pass ``error`` downstream at once."""
+        """Pass ``error`` downstream at once.
+
+        Raises:
+            TypeError: if ``error`` is ``None`` (rule 2.13).
+        """
         if error is None:
             raise TypeError("error must not be None (rule 2.13)")
         self._fail(error, cancel_upstream=False)
 
-    def on_complete(self) -> None:
-        """Transform the last partial batch; complete downstream once every result is delivered."""
+    def _subscribed(self) -> None:
+        self._refill()
+
+    def _process(self, batch: list[Row]) -> bool:
+        try:
+            results = dicts_of(self._transform(self._batches.dataframe(batch)).toArrow())
+        except BaseException as exc:
+            self._fail(exc, cancel_upstream=True)
+            return False
         with self._lock:
-            if self._upstream_done:
-                return
-            self._upstream_done = True
-            if self._collecting:
-                self._pending.append(self._collecting)
-                self._collecting = []
-            start = bool(self._pending) and not self._transforming
-            if start:
-                self._transforming = True
+            if results:
+                self._results.append(deque(results))
+            else:
+                self._in_flight -= 1
             downstream = self._downstream
-        if start:
-            self._execute(self._transform_loop)
-        elif downstream is not None:
+        if downstream is not None:
             downstream.signal()
+        if not results:
+            self._refill()
+        return True
+
+    def _idle(self, terminal: Terminal) -> None:
+        with self._lock:
+            downstream = self._downstream
+        if downstream is not None:
+            downstream.signal()  # upstream may have completed while the last batch ran
 
     # -- Downstream side (Publisher) ----------------------------------------------
 
@@ -180,7 +155,7 @@ class SparkProcessor(Processor[Mapping[str, Any], dict[str, Any]]):
         """Request rows for as many batches as may be in flight."""
         with self._lock:
             upstream = self._upstream
-            if upstream is None or self._downstream is None or self._upstream_done or self._stopped:
+            if upstream is None or self._downstream is None or self._terminal is not False or self._stopped:
                 return
             batches = self._max_in_flight - self._in_flight
             self._in_flight += batches
@@ -188,45 +163,15 @@ class SparkProcessor(Processor[Mapping[str, Any], dict[str, Any]]):
             with self._request_lock:
                 upstream.request(batches * self._batch_size)
 
-    def _transform_loop(self) -> None:
-        while True:
-            with self._lock:
-                if self._stopped or not self._pending:
-                    self._transforming = False
-                    downstream = self._downstream
-                    break
-                batch = self._pending.popleft()
-            try:
-                results = dicts_of(self._transform(self._batches.dataframe(batch)).toArrow())
-            except BaseException as exc:
-                self._fail(exc, cancel_upstream=True)
-                return
-            with self._lock:
-                if results:
-                    self._results.append(deque(results))
-                else:
-                    self._in_flight -= 1
-                downstream = self._downstream
-            if downstream is not None:
-                downstream.signal()
-            if not results:
-                self._refill()
-        if downstream is not None:
-            downstream.signal()  # upstream may have completed while the last batch ran
-
     def _fail(self, error: BaseException, *, cancel_upstream: bool) -> None:
         with self._lock:
             if self._stopped:
                 return
-            self._stopped = True
-            self._upstream_done = True
             self._error = error
-            self._collecting = []
-            self._pending.clear()
             self._results.clear()
-            upstream = self._upstream if cancel_upstream else None
             downstream = self._downstream
-        if upstream is not None:
+        upstream = self._stop()
+        if upstream is not None and cancel_upstream:
             with self._request_lock:
                 upstream.cancel()
         if downstream is not None:
@@ -250,11 +195,11 @@ class SparkProcessor(Processor[Mapping[str, Any], dict[str, Any]]):
     def _exhausted(self) -> bool:
         with self._lock:
             return (
-                self._upstream_done
-                and self._error is None
+                self._terminal is True
+                and not self._stopped
                 and not self._collecting
-                and not self._pending
-                and not self._transforming
+                and not self._ready
+                and not self._working
                 and not self._results
             )
 
@@ -266,15 +211,10 @@ class SparkProcessor(Processor[Mapping[str, Any], dict[str, Any]]):
         """The downstream subscription ended: forget it (rule 3.13) and cancel upstream."""
         with self._lock:
             self._downstream = None
-            if self._stopped:
-                return
-            self._stopped = True
-            upstream = None if self._upstream_done else self._upstream
-            self._upstream_done = True
-            self._collecting = []
-            self._pending.clear()
             self._results.clear()
-        if upstream is not None:
+            ended = self._terminal is not False or self._stopped
+        upstream = self._stop()
+        if upstream is not None and not ended:
             with self._request_lock:
                 upstream.cancel()
 

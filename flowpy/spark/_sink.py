@@ -3,17 +3,16 @@
 from __future__ import annotations
 
 import contextlib
-import threading
 import time
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from concurrent.futures import Future, InvalidStateError
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, get_args
 
 from flowpy.executors import as_execute, default_executor
-from flowpy.flow import Subscriber, Subscription
 from flowpy.spark._arrow import ArrowBatches, SchemaLike
+from flowpy.spark._batching import BatchingSubscriber, Row, Terminal
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -133,7 +132,7 @@ class _ParquetDirectory:
         return [status.getPath().getName() for status in self._fs.listStatus(directory)]
 
 
-class ParquetSink(Subscriber[Mapping[str, Any]]):
+class ParquetSink(BatchingSubscriber):
     """Writes the rows it receives (mappings) to Parquet, ``batch_size`` rows per Spark write.
 
     The sink requests ``batch_size`` rows, converts a full batch to one
@@ -185,30 +184,20 @@ class ParquetSink(Subscriber[Mapping[str, Any]]):
         """
         if spark is None or path is None:
             raise TypeError("spark and path must not be None")
-        if type(batch_size) is not int or batch_size <= 0:
-            raise ValueError(f"batch_size must be a positive int, got {batch_size!r}")
+        super().__init__(batch_size, as_execute(default_executor()))
         if mode not in get_args(WriteMode):
             raise ValueError(f"mode must be one of 'append', 'overwrite', 'error', got {mode!r}")
         self._path = str(path)
-        self._batch_size = batch_size
         self._mode: WriteMode = mode
         self._spark = spark
         self._batches = ArrowBatches(spark, schema)
-        self._execute = as_execute(default_executor())
         self._result: Future[SinkStats] = Future()
         self._result.add_done_callback(self._result_done)
-        self._lock = threading.Lock()
-        # --- Guarded by self._lock ----------------------------------------
-        self._subscription: Subscription | None = None  # set once by on_subscribe
-        self._buffer: list[Mapping[str, Any]] = []  # received, not yet written
-        self._writing = False  # the writer task is queued or running; it alone writes
-        self._terminal: BaseException | bool = False  # True: on_complete; an error: on_error
-        self._stopped = False  # a write failed or result was cancelled: drop everything
-        # --- Touched only by the writer task -------------------------------
-        self._directory: _ParquetDirectory | None = None
-        self._rows = 0
-        self._committed = 0
-        self._started = 0.0
+        # --- Touched only by the worker task --------------------------------
+        self._directory: _ParquetDirectory | None = None  # prepared by the first _idle or _process
+        self._rows = 0  # rows committed
+        self._committed = 0  # batches committed
+        self._started = 0.0  # perf_counter() at on_subscribe
 
     @property
     def result(self) -> Future[SinkStats]:
@@ -220,123 +209,65 @@ class ParquetSink(Subscriber[Mapping[str, Any]]):
         """The output directory."""
         return self._path
 
-    @property
-    def batch_size(self) -> int:
-        """Rows per Parquet file and per request."""
-        return self._batch_size
-
-    # -- Subscriber ---------------------------------------------------------------
-
-    def on_subscribe(self, subscription: Subscription) -> None:
-        """Start the sink: prepare the path, then request the first batch."""
-        if subscription is None:
-            raise TypeError("subscription must not be None (rule 2.13)")
-        with self._lock:
-            duplicate = self._subscription is not None or self._stopped
-            if not duplicate:
-                self._subscription = subscription
-                self._writing = True
-        if duplicate:
-            subscription.cancel()  # rule 2.5
-            return
-        self._started = time.perf_counter()
-        self._execute(self._write_loop)
-
-    def on_next(self, item: Mapping[str, Any]) -> None:
-        """Buffer ``item``; a full batch starts a write."""
-        if item is None:
-            raise TypeError("item must not be None (rule 2.13)")
-        with self._lock:
-            if self._stopped:
-                return
-            self._buffer.append(item)
-            start = not self._writing and len(self._buffer) >= self._batch_size
-            if start:
-                self._writing = True
-        if start:
-            self._execute(self._write_loop)
-
     def on_error(self, error: BaseException) -> None:
-        """Write the rows received so far, then fail :attr:`result` with ``error`` as cause."""
+        """Write the rows received so far, then fail :attr:`result` with ``error`` as cause.
+
+        Raises:
+            TypeError: if ``error`` is ``None`` (rule 2.13).
+        """
         if error is None:
             raise TypeError("error must not be None (rule 2.13)")
         self._end(error)
 
-    def on_complete(self) -> None:
-        """Write the last partial batch, then complete :attr:`result`."""
-        self._end(True)
+    # -- The worker -----------------------------------------------------------------
 
-    def _end(self, terminal: BaseException | bool) -> None:
-        with self._lock:
-            if self._terminal is not False or self._stopped:
-                return
-            self._terminal = terminal
-            start = not self._writing
-            self._writing = True
-        if start:
-            self._execute(self._write_loop)
+    def _subscribed(self) -> None:
+        self._started = time.perf_counter()
+        self._kick()  # prepare the path, then request the first batch
 
-    # -- The writer -----------------------------------------------------------------
-
-    def _write_loop(self) -> None:
-        """Write full batches (and, at the end, the rest), then request more or finish."""
+    def _process(self, batch: list[Row]) -> bool:
+        directory = self._prepared()
+        if directory is None:
+            return False
         try:
-            if self._directory is None:
-                directory = _ParquetDirectory(self._spark, self._path)
-                directory.prepare(self._mode)
-                self._directory = directory
+            directory.commit(self._batches.dataframe(batch), self._committed)
         except BaseException as exc:
-            self._fail(exc, f"could not prepare {self._path!r}")
-            return
-        while True:
-            with self._lock:
-                if self._stopped:
-                    self._writing = False
-                    return
-                batch: list[Mapping[str, Any]] | None = None
-                if len(self._buffer) >= self._batch_size:
-                    batch = self._buffer[: self._batch_size]
-                    del self._buffer[: self._batch_size]
-                elif self._terminal is not False and self._buffer:
-                    batch, self._buffer = self._buffer, []
-                terminal = self._terminal
-                subscription = self._subscription
-                if batch is None and terminal is False:
-                    self._writing = False
-            if batch is not None:
-                try:
-                    self._directory.commit(self._batches.dataframe(batch), self._committed)
-                except BaseException as exc:
-                    self._fail(exc, f"writing batch {self._committed + 1} ({len(batch)} rows) failed")
-                    return
-                self._committed += 1
-                self._rows += len(batch)
-            elif terminal is False:
-                assert subscription is not None
-                subscription.request(self._batch_size)  # only after the commit
-                return
-            else:
-                self._finish(terminal)
-                return
+            self._fail(exc, f"writing batch {self._committed + 1} ({len(batch)} rows) failed")
+            return False
+        self._committed += 1
+        self._rows += len(batch)
+        return True
 
-    def _finish(self, terminal: BaseException | bool) -> None:
-        if terminal is True:
+    def _idle(self, terminal: Terminal) -> None:
+        if self._prepared() is None:
+            return
+        if terminal is False:
+            assert self._upstream is not None
+            self._upstream.request(self._batch_size)  # only after the last commit
+        elif terminal is True:
             stats = SinkStats(self._rows, self._committed, time.perf_counter() - self._started)
             self._settle(lambda: self._result.set_result(stats))
-            return
-        assert isinstance(terminal, BaseException)
-        error = self._error(f"upstream signalled on_error: {terminal!r}")
-        error.__cause__ = terminal
-        self._settle(lambda: self._result.set_exception(error))
+        else:
+            error = self._error(f"upstream signalled on_error: {terminal!r}")
+            error.__cause__ = terminal
+            self._settle(lambda: self._result.set_exception(error))
+
+    def _prepared(self) -> _ParquetDirectory | None:
+        """Return the output directory, applying the mode on first use; ``None`` if that failed."""
+        if self._directory is None:
+            try:
+                directory = _ParquetDirectory(self._spark, self._path)
+                directory.prepare(self._mode)
+            except BaseException as exc:
+                self._fail(exc, f"could not prepare {self._path!r}")
+                return None
+            self._directory = directory
+        return self._directory
 
     def _fail(self, exc: BaseException, what: str) -> None:
-        with self._lock:
-            self._stopped = True
-            self._writing = False
-            self._buffer = []
-            subscription = self._subscription
-        if subscription is not None:
-            subscription.cancel()
+        upstream = self._stop()
+        if upstream is not None:
+            upstream.cancel()
         error = self._error(f"{what}: {exc!r}")
         error.__cause__ = exc
         self._settle(lambda: self._result.set_exception(error))
@@ -354,14 +285,10 @@ class ParquetSink(Subscriber[Mapping[str, Any]]):
             settle()
 
     def _result_done(self, result: Future[SinkStats]) -> None:
-        if not result.cancelled():
-            return
-        with self._lock:
-            self._stopped = True
-            self._buffer = []
-            subscription = self._subscription
-        if subscription is not None:
-            subscription.cancel()
+        if result.cancelled():
+            upstream = self._stop()
+            if upstream is not None:
+                upstream.cancel()
 
     def __repr__(self) -> str:
         return f"<ParquetSink path={self._path!r} batch_size={self._batch_size} mode={self._mode!r}>"

@@ -1,0 +1,170 @@
+"""The subscriber side shared by the sink and the processor: rows in, batches out, one at a time."""
+
+from __future__ import annotations
+
+import threading
+from abc import abstractmethod
+from collections import deque
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from flowpy.executors import Task
+from flowpy.flow import Subscriber, Subscription
+
+__all__ = ["BatchingSubscriber", "Row", "Terminal"]
+
+Row = Mapping[str, Any]
+"""A row as a subscriber receives it."""
+
+Terminal = BaseException | bool
+"""``False`` while the stream runs; ``True`` after ``on_complete``; the error after ``on_error``."""
+
+# Implementation overview
+#
+# Rows are appended to `_collecting`; a full batch moves to `_ready`, and so
+# does the last partial batch when upstream ends. One worker task at a time
+# (`_working`) takes batches from `_ready` and hands each to `_process`; when
+# `_ready` is empty it clears `_working` and calls `_idle` with the terminal
+# state it saw, under the same lock, so a batch or a terminal signal that
+# arrives later starts a new worker: none is lost.
+
+
+class BatchingSubscriber(Subscriber[Row]):
+    """Collects rows into batches of ``batch_size`` and processes the batches one at a time.
+
+    Subclasses say what to do with a batch (:meth:`_process`, on the worker
+    task) and when the worker runs out of batches (:meth:`_idle`), and they
+    request from :attr:`_upstream` as their policy says.
+    """
+
+    def __init__(self, batch_size: int, execute: Callable[[Task], object]) -> None:
+        """Raises:
+        ValueError: if ``batch_size`` is not a positive int.
+        """
+        if type(batch_size) is not int or batch_size <= 0:
+            raise ValueError(f"batch_size must be a positive int, got {batch_size!r}")
+        self._batch_size = batch_size
+        self._execute = execute
+        self._lock = threading.Lock()
+        # --- Guarded by self._lock ----------------------------------------
+        self._upstream: Subscription | None = None  # set once by on_subscribe
+        # The rows of the batch being filled. Appended to by on_next without
+        # the lock (upstream signals are serial); replaced only under the lock.
+        self._collecting: list[Row] = []
+        self._ready: deque[list[Row]] = deque()  # batches waiting for the worker, in order
+        self._working = False  # the worker task is queued or running
+        self._terminal: Terminal = False  # how upstream ended, if it did
+        self._stopped = False  # cancelled or failed: drop rows, start nothing
+
+    @property
+    def batch_size(self) -> int:
+        """Rows per batch."""
+        return self._batch_size
+
+    # -- Subscriber ---------------------------------------------------------------
+
+    def on_subscribe(self, subscription: Subscription) -> None:
+        """Keep the subscription; a second one is cancelled (rule 2.5).
+
+        Raises:
+            TypeError: if ``subscription`` is ``None`` (rule 2.13).
+        """
+        if subscription is None:
+            raise TypeError("subscription must not be None (rule 2.13)")
+        with self._lock:
+            duplicate = self._upstream is not None or self._stopped
+            if not duplicate:
+                self._upstream = subscription
+        if duplicate:
+            subscription.cancel()
+            return
+        self._subscribed()
+
+    def on_next(self, item: Row) -> None:
+        """Add ``item`` to the batch being filled; a full batch goes to the worker.
+
+        Raises:
+            TypeError: if ``item`` is ``None`` (rule 2.13).
+        """
+        if item is None:
+            raise TypeError("item must not be None (rule 2.13)")
+        collecting = self._collecting  # upstream signals are serial (rule 1.3): no lock per row
+        collecting.append(item)
+        if len(collecting) < self._batch_size:
+            return
+        with self._lock:
+            if self._stopped:
+                collecting.clear()  # rows after a cancel (rule 2.8) are dropped
+                return
+            self._ready.append(collecting)
+            self._collecting = []
+            start = self._claim_worker()
+        if start:
+            self._execute(self._work)
+
+    def on_complete(self) -> None:
+        """Send the last partial batch to the worker, then end."""
+        self._end(True)
+
+    def _end(self, terminal: Terminal) -> None:
+        """Record how upstream ended and let the worker finish the batches."""
+        with self._lock:
+            if self._terminal is not False or self._stopped:
+                return
+            self._terminal = terminal
+            if self._collecting:
+                self._ready.append(self._collecting)
+                self._collecting = []
+            start = self._claim_worker()
+        if start:
+            self._execute(self._work)
+
+    # -- For subclasses -------------------------------------------------------------
+
+    def _subscribed(self) -> None:
+        """Hook: the upstream subscription arrived. Default: nothing."""
+
+    @abstractmethod
+    def _process(self, batch: list[Row]) -> bool:
+        """Handle one batch on the worker task; return ``False`` to stop the worker."""
+
+    @abstractmethod
+    def _idle(self, terminal: Terminal) -> None:
+        """Hook, on the worker task: no batch is left, and upstream ended as ``terminal`` says."""
+
+    def _kick(self) -> None:
+        """Run the worker now if it is idle, so that it calls :meth:`_idle`."""
+        with self._lock:
+            start = not self._stopped and self._claim_worker()
+        if start:
+            self._execute(self._work)
+
+    def _stop(self) -> Subscription | None:
+        """Drop every row and stop the worker; return the upstream subscription to cancel."""
+        with self._lock:
+            self._stopped = True
+            self._collecting = []
+            self._ready.clear()
+            return self._upstream
+
+    def _claim_worker(self) -> bool:
+        # Caller holds self._lock.
+        if self._working:
+            return False
+        self._working = True
+        return True
+
+    def _work(self) -> None:
+        while True:
+            with self._lock:
+                if self._stopped or not self._ready:
+                    self._working = False
+                    stopped, terminal = self._stopped, self._terminal
+                    break
+                batch = self._ready.popleft()
+            if not self._process(batch):
+                with self._lock:
+                    self._working = False
+                return
+        if not stopped:
+            self._idle(terminal)
