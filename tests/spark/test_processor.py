@@ -17,6 +17,17 @@ def _doubled(df: Any) -> Any:
     return df.selectExpr("id", "id * 2 AS twice")
 
 
+def _wired(spark: Any, transform: Any, *, batch_size: int, initial: int) -> tuple[Recorder, HandUpstream]:
+    """A processor between a hand-driven upstream and a recorder, once it asked upstream for rows."""
+    processor = SparkProcessor(spark, transform, batch_size=batch_size, schema="id BIGINT")
+    recorder = Recorder(initial=initial)
+    processor.subscribe(recorder)
+    upstream = HandUpstream()
+    upstream.subscribe(processor)
+    upstream.wait_for_requests(1)
+    return recorder, upstream
+
+
 @pytest.mark.timeout(90)
 def test_processor_transforms_every_row_in_order(spark: Any) -> None:
     processor = SparkProcessor(spark, _doubled, batch_size=40, schema="id BIGINT")
@@ -63,14 +74,9 @@ def test_processor_slow_downstream_bounds_batches_in_flight(spark: Any) -> None:
 
 @pytest.mark.timeout(90)
 def test_processor_aggregating_transform_and_empty_results(spark: Any) -> None:
-    processor = SparkProcessor(
-        spark, lambda df: df.where("id % 2 = 0").groupBy().count(), batch_size=10, schema="id BIGINT"
+    recorder, upstream = _wired(
+        spark, lambda df: df.where("id % 2 = 0").groupBy().count(), batch_size=10, initial=100
     )
-    recorder = Recorder(initial=100)
-    processor.subscribe(recorder)
-    upstream = HandUpstream()
-    upstream.subscribe(processor)
-    upstream.wait_for_requests(1)
     upstream.emit({"id": i} for i in range(15))
     upstream.complete()
     assert recorder.done.wait(60)
@@ -82,12 +88,7 @@ def test_processor_failing_transform_errors_downstream_and_cancels_upstream(spar
     def broken(df: Any) -> Any:
         return df.selectExpr("no_such_column")
 
-    processor = SparkProcessor(spark, broken, batch_size=5)
-    recorder = Recorder(initial=10)
-    processor.subscribe(recorder)
-    upstream = HandUpstream()
-    upstream.subscribe(processor)
-    upstream.wait_for_requests(1)
+    recorder, upstream = _wired(spark, broken, batch_size=5, initial=10)
     upstream.emit({"id": i} for i in range(5))
     assert recorder.done.wait(60)
     assert recorder.error is not None and "no_such_column" in str(recorder.error)
@@ -96,12 +97,7 @@ def test_processor_failing_transform_errors_downstream_and_cancels_upstream(spar
 
 @pytest.mark.timeout(60)
 def test_processor_upstream_error_reaches_downstream(spark: Any) -> None:
-    processor = SparkProcessor(spark, _doubled, batch_size=5)
-    recorder = Recorder(initial=0)
-    processor.subscribe(recorder)
-    upstream = HandUpstream()
-    upstream.subscribe(processor)
-    upstream.wait_for_requests(1)
+    recorder, upstream = _wired(spark, _doubled, batch_size=5, initial=0)
     failure = LookupError("upstream broke")
     upstream.fail(failure)
     assert recorder.done.wait(30)
@@ -110,12 +106,7 @@ def test_processor_upstream_error_reaches_downstream(spark: Any) -> None:
 
 @pytest.mark.timeout(60)
 def test_processor_downstream_cancel_cancels_upstream(spark: Any) -> None:
-    processor = SparkProcessor(spark, _doubled, batch_size=5)
-    recorder = Recorder(initial=1)
-    processor.subscribe(recorder)
-    upstream = HandUpstream()
-    upstream.subscribe(processor)
-    upstream.wait_for_requests(1)
+    recorder, upstream = _wired(spark, _doubled, batch_size=5, initial=1)
     assert recorder.subscribed.wait(30)
     recorder.cancel()
     upstream.wait_for_cancel()

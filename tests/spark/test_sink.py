@@ -29,6 +29,21 @@ def _files(path: Path) -> list[str]:
     return sorted(p.name for p in path.iterdir() if p.suffix == ".parquet")
 
 
+def _fed_by_hand(spark: Any, out: Path, batch_size: int, full_batches: int) -> tuple[ParquetSink, HandUpstream]:
+    """A sink fed ``full_batches`` full batches by hand, checking each request came after the last commit."""
+    upstream = HandUpstream()
+    sink = ParquetSink(spark, str(out), batch_size=batch_size, schema=SCHEMA)
+    upstream.subscribe(sink)
+    for batch in range(full_batches):
+        upstream.wait_for_requests(batch + 1)
+        assert upstream.requests == [batch_size] * (batch + 1)
+        assert len(_files(out)) == batch  # the previous batch was committed first
+        upstream.emit(_rows(batch * batch_size, (batch + 1) * batch_size))
+        assert upstream.outstanding == 0
+    upstream.wait_for_requests(full_batches + 1)
+    return sink, upstream
+
+
 @pytest.mark.timeout(90)
 def test_sink_round_trip_writes_every_row_once(spark: Any, tmp_path: Path) -> None:
     out = tmp_path / "out"
@@ -46,16 +61,7 @@ def test_sink_round_trip_writes_every_row_once(spark: Any, tmp_path: Path) -> No
 @pytest.mark.timeout(90)
 def test_sink_requests_next_batch_only_after_commit(spark: Any, tmp_path: Path) -> None:
     out = tmp_path / "out"
-    upstream = HandUpstream()
-    sink = ParquetSink(spark, str(out), batch_size=50, schema=SCHEMA)
-    upstream.subscribe(sink)
-    for batch in range(3):
-        upstream.wait_for_requests(batch + 1)
-        assert upstream.requests == [50] * (batch + 1)
-        assert len(_files(out)) == batch  # the previous batch was committed first
-        upstream.emit(_rows(batch * 50, batch * 50 + 50))
-        assert upstream.outstanding == 0
-    upstream.wait_for_requests(4)
+    sink, upstream = _fed_by_hand(spark, out, batch_size=50, full_batches=3)
     upstream.emit(_rows(150, 170))
     upstream.complete()
     assert sink.result.result(timeout=60) == SinkStats(170, 4, sink.result.result().seconds)
@@ -103,13 +109,7 @@ def test_sink_slow_write_blocks_submit_instead_of_buffering(
 @pytest.mark.timeout(90)
 def test_sink_failed_write_of_batch_k_keeps_the_first_k_minus_1(spark: Any, tmp_path: Path) -> None:
     out = tmp_path / "out"
-    upstream = HandUpstream()
-    sink = ParquetSink(spark, str(out), batch_size=10, schema=SCHEMA)
-    upstream.subscribe(sink)
-    for batch in range(2):
-        upstream.wait_for_requests(batch + 1)
-        upstream.emit(_rows(batch * 10, batch * 10 + 10))
-    upstream.wait_for_requests(3)
+    sink, upstream = _fed_by_hand(spark, out, batch_size=10, full_batches=2)
     staging = tmp_path / sink_module.staging_name("out")
     shutil.rmtree(staging, ignore_errors=True)
     staging.write_text("not a directory: Spark cannot stage batch 3 here")
@@ -169,10 +169,7 @@ def test_sink_readers_see_whole_batches_only(spark: Any, tmp_path: Path) -> None
 
 @pytest.mark.timeout(90)
 def test_sink_upstream_error_writes_what_arrived_then_fails(spark: Any, tmp_path: Path) -> None:
-    upstream = HandUpstream()
-    sink = ParquetSink(spark, str(tmp_path / "out"), batch_size=100, schema=SCHEMA)
-    upstream.subscribe(sink)
-    upstream.wait_for_requests(1)
+    sink, upstream = _fed_by_hand(spark, tmp_path / "out", batch_size=100, full_batches=0)
     upstream.emit(_rows(0, 42))
     failure = ConnectionError("source went away")
     upstream.fail(failure)
