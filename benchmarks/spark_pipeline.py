@@ -52,8 +52,8 @@ def spark_alone(spark: Any, csv: str, output: str, rows: int) -> int:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repetitions", type=int, default=5)
-    parser.add_argument("--batch-size", type=int, default=50_000)
-    parser.add_argument("--buffer", type=int, default=65_536)
+    parser.add_argument("--batch-size", type=int, default=100_000)
+    parser.add_argument("--buffer", type=int, default=131_072)
     parser.add_argument("--producers", type=int, nargs="+", default=[1, 2], help="producer threads, one case each")
     parser.add_argument("--master", default=None)
     args = parser.parse_args()

@@ -218,8 +218,8 @@ def run(
     *,
     limit: int | None = None,
     producers: int = 2,
-    batch_size: int = 50_000,
-    buffer_capacity: int = 65_536,
+    batch_size: int = 100_000,
+    buffer_capacity: int = 131_072,
     out: TextIO = sys.stdout,
 ) -> JobReport:
     """Replay the flights into Parquet at ``output`` (replacing it) and summarise them with Spark.
@@ -282,8 +282,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--master", help="Spark master URL (default: $FLOWPY_SPARK_MASTER, else local[*])")
     parser.add_argument("--limit", type=int, help="replay only the first N flights")
     parser.add_argument("--producers", type=int, default=2, help="producer threads (default 2)")
-    parser.add_argument("--batch-size", type=int, default=50_000, help="rows per Parquet file (default 50000)")
-    parser.add_argument("--buffer", type=int, default=65_536, help="buffer per subscriber (default 65536)")
+    parser.add_argument("--batch-size", type=int, default=100_000, help="rows per Parquet file (default 100000)")
+    parser.add_argument("--buffer", type=int, default=131_072, help="buffer per subscriber (default 131072)")
     args = parser.parse_args(argv)
 
     from flowpy.spark import local_session
