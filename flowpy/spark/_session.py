@@ -35,6 +35,10 @@ appender.console.name = stderr
 appender.console.target = SYSTEM_ERR
 appender.console.layout.type = PatternLayout
 appender.console.layout.pattern = %d{HH:mm:ss} %p %c{1}: %m%n%ex
+# PySpark runs Spark as a shell, which announces a WARN level of its own
+# unless Spark's loggers are configured, at the root's level.
+logger.spark.name = org.apache.spark
+logger.spark.level = error
 """
 
 _INSTALL_PYSPARK = "install it with: pip install 'flowpy[spark]'"
