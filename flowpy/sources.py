@@ -31,8 +31,8 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Generic, TypeVar
 
 from flowpy._demand import MAX_DEMAND, add_demand, check_request
-from flowpy._report import report
 from flowpy._serial import DEFAULT, Default, SerialDrain, resolve_execute
+from flowpy._signals import report, signal_subscribe, signal_terminal
 from flowpy.executors import Executor
 from flowpy.flow import Publisher, Subscriber, Subscription
 
@@ -59,29 +59,6 @@ T_co = TypeVar("T_co", covariant=True)
 def _require_subscriber(subscriber: object) -> None:
     if subscriber is None:
         raise TypeError("subscriber must not be None (rule 1.9)")
-
-
-def _signal_subscribe(subscriber: Subscriber[T], subscription: Subscription) -> bool:
-    """Call ``on_subscribe``; return ``False`` (and cancel) if it raised (rule 2.13)."""
-    try:
-        subscriber.on_subscribe(subscription)
-    except BaseException as exc:
-        subscription.cancel()
-        report(exc, f"on_subscribe of {subscriber!r} raised (rule 2.13)")
-        return False
-    return True
-
-
-def _signal_terminal(subscriber: Subscriber[T], failure: BaseException | None) -> None:
-    """Call ``on_error(failure)``, or ``on_complete()`` if ``failure`` is ``None``; log a raise."""
-    try:
-        if failure is None:
-            subscriber.on_complete()
-        else:
-            subscriber.on_error(failure)
-    except BaseException as exc:
-        name = "on_complete" if failure is None else "on_error"
-        report(exc, f"{name} of {subscriber!r} raised (rule 2.13)")
 
 
 # --- Synchronous sequences ---------------------------------------------------
@@ -161,19 +138,19 @@ class _SequenceSubscription(Subscription, Generic[T]):
                 if self._error is not None:
                     target = self._finish()
                     if target is not None:
-                        _signal_terminal(target, self._error)
+                        signal_terminal(target, self._error)
                     return
                 stop = min(end, index + requested - emitted)
-                for position in range(index, stop):
+                for item in items[index:stop]:  # a range slices to a range, a tuple copies
                     if self._cancelled:
                         return
-                    on_next(items[position])
+                    on_next(item)
                 emitted += stop - index
                 index = stop
                 if index == end:
                     target = self._finish()
                     if target is not None:
-                        _signal_terminal(target, None)
+                        signal_terminal(target, None)
                     return
                 with self._lock:
                     total = self._requested
@@ -204,7 +181,7 @@ class _SequencePublisher(Publisher[T_co]):
         """
         _require_subscriber(subscriber)
         subscription = _SequenceSubscription(subscriber, self._items)
-        if _signal_subscribe(subscriber, subscription) and not self._items:
+        if signal_subscribe(subscriber, subscription) and not self._items:
             subscription._start()
 
 
@@ -313,11 +290,11 @@ class _TerminalPublisher(Publisher[T_co]):
         """
         _require_subscriber(subscriber)
         subscription = _TerminalSubscription()
-        if not _signal_subscribe(subscriber, subscription):
+        if not signal_subscribe(subscriber, subscription):
             return
         live, request_error = subscription._close()
         if live:
-            _signal_terminal(subscriber, self._failure if request_error is None else request_error)
+            signal_terminal(subscriber, self._failure if request_error is None else request_error)
 
     def __repr__(self) -> str:
         if self._failure is None:
@@ -425,14 +402,14 @@ class _IterableSubscription(Subscription, Generic[T]):
     def _terminate(self, failure: BaseException | None) -> None:
         target = self._take_terminal()
         if target is not None:
-            _signal_terminal(target, failure)
+            signal_terminal(target, failure)
 
     def _rejected(self, exc: BaseException) -> None:
         # The executor refused the task; this thread owns the signals now.
         subscriber = self._subscriber
         if subscriber is not None and not self._subscribed:
             self._subscribed = True
-            if not _signal_subscribe(subscriber, self):
+            if not signal_subscribe(subscriber, self):
                 return
         self._terminate(exc)
 
@@ -442,11 +419,11 @@ class _IterableSubscription(Subscription, Generic[T]):
         try:
             iterator = iter(self._iterable)  # type: ignore[arg-type]
         except BaseException as exc:
-            if _signal_subscribe(subscriber, self):
+            if signal_subscribe(subscriber, self):
                 self._terminate(exc)
             return False
         self._iterator = iterator
-        if not _signal_subscribe(subscriber, self):
+        if not signal_subscribe(subscriber, self):
             return False
         return self._advance(iterator)
 
