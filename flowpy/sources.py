@@ -140,7 +140,9 @@ class _SequenceSubscription(Subscription, Generic[T]):
                     if target is not None:
                         signal_terminal(target, self._error)
                     return
-                stop = min(end, index + requested - emitted)
+                stop = index + requested - emitted
+                if stop > end:
+                    stop = end
                 for item in items[index:stop]:  # a range slices to a range, a tuple copies
                     if self._cancelled:
                         return
@@ -152,12 +154,17 @@ class _SequenceSubscription(Subscription, Generic[T]):
                     if target is not None:
                         signal_terminal(target, None)
                     return
-                with self._lock:
-                    total = self._requested
-                    if total == emitted:
-                        self._requested = 0
-                        self._index = index
-                        return
+                # Only this thread lowers _requested, so a larger value read
+                # without the lock is real new demand; the lock is needed
+                # only to go idle atomically.
+                total = self._requested
+                if total == emitted:
+                    with self._lock:
+                        total = self._requested
+                        if total == emitted:
+                            self._requested = 0
+                            self._index = index
+                            return
                 requested = total
         except BaseException as exc:
             self._cancelled = True
