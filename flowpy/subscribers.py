@@ -49,9 +49,9 @@ T = TypeVar("T")
 T_contra = TypeVar("T_contra", contravariant=True)
 
 
-def _require(value: object, name: str) -> None:
+def _require(value: object, name: str, rule: str = " (rule 2.13)") -> None:
     if value is None:
-        raise TypeError(f"{name} must not be None (rule 2.13)")
+        raise TypeError(f"{name} must not be None{rule}")
 
 
 def _check_prefetch(prefetch: object) -> int:
@@ -460,7 +460,7 @@ def collect(publisher: Publisher[T]) -> Future[list[T]]:
     Raises:
         TypeError: if ``publisher`` is ``None``.
     """
-    _require(publisher, "publisher")
+    _require(publisher, "publisher", "")
     future: Future[list[T]] = Future()
     items: list[T] = []
 
@@ -650,7 +650,7 @@ def iterate(
         TypeError: if ``publisher`` is ``None`` or ``prefetch`` is not an ``int``.
         ValueError: if ``prefetch`` is not positive or ``timeout`` is negative.
     """
-    _require(publisher, "publisher")
+    _require(publisher, "publisher", "")
     checked = _check_prefetch(prefetch)
     if timeout is not None and timeout < 0:
         raise ValueError(f"timeout must be >= 0 or None, got {timeout!r}")

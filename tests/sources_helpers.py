@@ -187,3 +187,39 @@ def stack_depth() -> int:
         depth += 1
         frame = frame.f_back  # type: ignore[assignment]
     return depth
+
+
+class CancelSpy(Publisher[Any]):
+    """Wraps a publisher and records the requests and the cancel of each subscription."""
+
+    def __init__(self, inner: Publisher[Any]) -> None:
+        self.inner = inner
+        self.requests: list[int] = []
+        self.cancelled = threading.Event()
+
+    def subscribe(self, subscriber: Subscriber[Any]) -> None:
+        spy = self
+
+        class _Subscriber(Subscriber[Any]):
+            def on_subscribe(self, subscription: Subscription) -> None:
+                class _Subscription(Subscription):
+                    def request(self, n: int) -> None:
+                        spy.requests.append(n)
+                        subscription.request(n)
+
+                    def cancel(self) -> None:
+                        spy.cancelled.set()
+                        subscription.cancel()
+
+                subscriber.on_subscribe(_Subscription())
+
+            def on_next(self, item: Any) -> None:
+                subscriber.on_next(item)
+
+            def on_error(self, error: BaseException) -> None:
+                subscriber.on_error(error)
+
+            def on_complete(self) -> None:
+                subscriber.on_complete()
+
+        self.inner.subscribe(_Subscriber())
