@@ -227,27 +227,34 @@ def test_range_ten_million_one_by_one_keeps_recursion_depth_one() -> None:
     assert len(subscriber.depths) == 10 and len(set(subscriber.depths)) == 1, subscriber.depths
 
 
+def _request_from_threads(recorder: Recorder, threads: int, times: int, n: int) -> None:
+    """Request ``n``, ``times`` times from each of ``threads`` threads started together."""
+    start = threading.Barrier(threads)
+    subscription = recorder.subscription
+    assert subscription is not None
+
+    def ask() -> None:
+        start.wait()
+        for _ in range(times):
+            subscription.request(n)
+
+    recorder.requested += threads * times * n
+    workers = [threading.Thread(target=ask) for _ in range(threads)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
+
+
 @pytest.mark.timeout(60)
 def test_range_concurrent_requests_emit_serially_and_exactly() -> None:
-    for _ in range(20):
-        recorder = Recorder()
-        RangePublisher(0, 2000).subscribe(recorder)
-        start = threading.Barrier(4)
-
-        def ask() -> None:
-            start.wait()
-            for _ in range(50):
-                recorder.subscription.request(10)  # type: ignore[union-attr]
-
-        recorder.requested = 2000  # the threads below request all of it
-        with fast_switching():
-            threads = [threading.Thread(target=ask) for _ in range(4)]
-            for thread in threads:
-                thread.start()
-            for thread in threads:
-                thread.join()
-        assert recorder.items == list(range(2000))
-        assert recorder.completed and recorder.violations == []
+    with fast_switching():
+        for _ in range(20):
+            recorder = Recorder()
+            RangePublisher(0, 2000).subscribe(recorder)
+            _request_from_threads(recorder, threads=4, times=50, n=10)
+            assert recorder.items == list(range(2000))
+            assert recorder.completed and recorder.violations == []
 
 
 # --- just, empty, error --------------------------------------------------------
@@ -436,7 +443,11 @@ def test_iterable_cancel_stops_and_closes_the_generator() -> None:
 @pytest.mark.parametrize(
     ("kwargs", "kind", "message"),
     [
-        ({"executor": None}, TypeError, r"^executor must not be None; leave it out to use the default executor$"),
+        (
+            {"executor": None},
+            TypeError,
+            r"^executor must not be None; leave it out to use the default executor$",
+        ),
         ({"batch_size": 0}, ValueError, r"^batch_size must be > 0, got 0$"),
         ({"batch_size": "1"}, TypeError, r"^batch_size must be an int, got '1'$"),
     ],
@@ -482,15 +493,7 @@ def test_iterable_default_pool_with_concurrent_requests_is_exact() -> None:
             recorder = Recorder()
             IterablePublisher(range(500), batch_size=16).subscribe(recorder)
             recorder.wait_subscribed()
-            recorder.requested = 500
-            threads = [
-                threading.Thread(target=lambda: [recorder.subscription.request(5) for _ in range(25)])  # type: ignore[union-attr]
-                for _ in range(4)
-            ]
-            for thread in threads:
-                thread.start()
-            for thread in threads:
-                thread.join()
+            _request_from_threads(recorder, threads=4, times=25, n=5)
             recorder.wait_done()
             assert recorder.items == list(range(500)) and recorder.completed
             assert recorder.violations == []

@@ -131,7 +131,9 @@ def test_sync_subscriber_terminal_signal_handled_once() -> None:
 
 
 class Collecting(AsyncSubscriber[int]):
-    def __init__(self, executor: Any, stop_at: int | None = None, fail_at: int | None = None, **kw: Any) -> None:
+    def __init__(
+        self, executor: Any, stop_at: int | None = None, fail_at: int | None = None, **kw: Any
+    ) -> None:
         super().__init__(executor, **kw)
         self.items: list[int] = []
         self.threads: set[str] = set()
@@ -325,7 +327,10 @@ def test_lambda_subscriber_calls_on_complete_once() -> None:
 
 @pytest.mark.parametrize(
     ("prefetch", "kind", "message"),
-    [(0, ValueError, r"^prefetch must be > 0, got 0$"), (2.0, TypeError, r"^prefetch must be an int, got 2\.0$")],
+    [
+        (0, ValueError, r"^prefetch must be > 0, got 0$"),
+        (2.0, TypeError, r"^prefetch must be an int, got 2\.0$"),
+    ],
 )
 def test_lambda_subscriber_invalid_prefetch_raises(prefetch: Any, kind: type, message: str) -> None:
     with pytest.raises(kind, match=message):
