@@ -17,7 +17,8 @@ from flowpy._demand import MAX_DEMAND
 from flowpy.executors import DaemonThreadPool
 from flowpy.sources import IterablePublisher, RangePublisher, error, just
 from flowpy.subscribers import AsyncSubscriber, LambdaSubscriber, SyncSubscriber, collect, iterate
-from tests.sources_helpers import WAIT, CancelSpy, ManualExecutor, RejectingExecutor, SpyPublisher
+from tests.sources_helpers import WAIT, CancelSpy, SpyPublisher, rejecting
+from tests.support import ManualExecutor
 
 # --- SyncSubscriber ----------------------------------------------------------------
 
@@ -234,7 +235,7 @@ def test_async_subscriber_second_subscription_is_cancelled() -> None:
 
 def test_async_subscriber_rejected_task_cancels_and_reports_the_rejection() -> None:
     spy = SpyPublisher()
-    subscriber = Collecting(RejectingExecutor())
+    subscriber = Collecting(rejecting())
     spy.subscribe(subscriber)
     assert spy.cancelled.is_set()
     assert [str(e) for e in subscriber.errors] == ["cannot schedule new tasks after shutdown"]
