@@ -2,6 +2,8 @@
 
 * :class:`MulticastProcessor` shares one upstream among any number of
   subscribers, in lock step, with a bounded prefetch.
+* :class:`TransformProcessor` applies a function to each item and publishes
+  the results through its own :class:`~flowpy.SubmissionPublisher` buffers.
 
 Protocol:   ``request(n <= 0)`` ends that subscription with
             ``on_error(ValueError)`` (rule 3.9), a non-``int`` ``n`` with
@@ -15,16 +17,21 @@ from __future__ import annotations
 
 import threading
 from collections import deque
-from typing import Generic, TypeVar
+from collections.abc import Callable
+from typing import Any, Generic, TypeVar
 
 from flowpy._demand import add_demand, check_request
-from flowpy._signals import report, signal_subscribe, signal_terminal
-from flowpy.errors import MissingBackpressureError
-from flowpy.flow import Processor, Subscriber, Subscription
+from flowpy._serial import DEFAULT, Default
+from flowpy._signals import call_subscription, report, signal_subscribe, signal_terminal
+from flowpy.errors import ClosedPublisherError, MissingBackpressureError
+from flowpy.executors import Executor
+from flowpy.flow import Processor, Subscriber, Subscription, default_buffer_size
+from flowpy.submission import SubmissionPublisher
 
-__all__ = ["MulticastProcessor"]
+__all__ = ["MulticastProcessor", "TransformProcessor"]
 
 T = TypeVar("T")
+R = TypeVar("R")
 
 # Implementation overview (MulticastProcessor)
 #
@@ -358,3 +365,231 @@ class MulticastProcessor(Processor[T, T]):
         state = "terminated" if self._terminated else "connected" if self._connected else "unconnected"
         return f"<MulticastProcessor prefetch={self._prefetch} {state} subscribers={len(self._subscribers)}>"
 
+
+
+# --- TransformProcessor ----------------------------------------------------------------
+
+
+class TransformProcessor(SubmissionPublisher[R], Processor[T, R], Generic[T, R]):
+    """A processor that publishes ``fn(item)`` for each upstream item.
+
+    It is a :class:`~flowpy.SubmissionPublisher`: each subscriber has its own
+    buffer of ``max_buffer_capacity`` items, delivered on ``executor``, and
+    the whole publisher API (``number_of_subscribers``,
+    ``estimate_maximum_lag()``, ``close()``, ...) is available. Upstream it
+    requests one item at a time: the next one once the result of the last one
+    was handed to ``submit``, which blocks while a subscriber's buffer is full,
+    so the slowest subscriber paces the upstream, as in the JDK's
+    ``TransformProcessor`` example.
+
+    Upstream ``on_complete`` closes the publisher (subscribers complete after
+    their buffered items); upstream ``on_error`` closes it exceptionally
+    (rule 4.2). If ``fn`` raises or returns ``None``, the upstream is
+    cancelled and subscribers receive ``on_error`` with that exception. When
+    the last subscriber leaves (cancels, or fails) while the processor is
+    connected, it cancels the upstream and closes.
+
+    Example:
+        >>> from flowpy.sources import RangePublisher
+        >>> from flowpy.subscribers import collect
+        >>> squares = TransformProcessor(lambda n: n * n)
+        >>> result = collect(squares)
+        >>> RangePublisher(1, 4).subscribe(squares)
+        >>> result.result(timeout=5)
+        [1, 4, 9, 16]
+    """
+
+    def __init__(
+        self,
+        fn: Callable[[T], R],
+        *,
+        executor: Executor | Default = DEFAULT,
+        max_buffer_capacity: int = default_buffer_size(),
+    ) -> None:
+        """Args:
+            fn: the transformation; it runs on the upstream's thread.
+            executor: where subscribers are called; the shared default pool if left out.
+            max_buffer_capacity: the most items buffered per subscriber.
+
+        Raises:
+            TypeError: if ``fn`` is not callable or ``executor`` is ``None``
+                or not an executor.
+            ValueError: if ``max_buffer_capacity`` is not positive.
+        """
+        if not callable(fn):
+            raise TypeError(f"fn must be callable, got {fn!r}")
+        if executor is DEFAULT:
+            super().__init__(max_buffer_capacity=max_buffer_capacity)
+        else:
+            super().__init__(executor, max_buffer_capacity)
+        self._fn = fn
+        self._upstream_lock = threading.Lock()
+        # --- Guarded by self._upstream_lock ------------------------------
+        self._upstream: Subscription | None = None  # set once; None again after we cancel it
+        self._connected = False  # an upstream was accepted; set once
+        self._downstream = 0  # subscribers that joined and have not left
+
+    # --- Subscriber side -----------------------------------------------------
+
+    def on_subscribe(self, subscription: Subscription) -> None:
+        """Accept the first upstream and request one item; cancel any later one (rule 2.5).
+
+        Raises:
+            TypeError: if ``subscription`` is ``None`` (rule 2.13).
+        """
+        if subscription is None:
+            raise TypeError("subscription must not be None (rule 2.13)")
+        with self._upstream_lock:
+            accept = not self._connected and not self.is_closed
+            if accept:
+                self._connected = True
+                self._upstream = subscription
+        call_subscription(subscription, 1 if accept else None)
+
+    def on_next(self, item: T) -> None:
+        """Publish ``fn(item)``, blocking while a subscriber's buffer is full; then request one more.
+
+        Raises:
+            TypeError: if ``item`` is ``None`` (rule 2.13).
+        """
+        if item is None:
+            raise TypeError("item must not be None (rule 2.13)")
+        upstream = self._upstream
+        if upstream is None:
+            return  # after cancel (rule 2.8)
+        try:
+            result = self._fn(item)
+        except BaseException as exc:
+            self._fail(exc)
+            return
+        if result is None:
+            self._fail(TypeError(f"fn must not return None (rule 2.13), got None for {item!r}"))
+            return
+        try:
+            self.submit(result)
+        except ClosedPublisherError:
+            self._cancel_upstream()  # closed by its owner: nobody will read more
+            return
+        call_subscription(upstream, 1)
+
+    def on_error(self, error: BaseException) -> None:
+        """Close exceptionally: subscribers receive ``error`` (rule 4.2).
+
+        Raises:
+            TypeError: if ``error`` is ``None`` (rule 2.13).
+        """
+        if error is None:
+            raise TypeError("error must not be None (rule 2.13)")
+        with self._upstream_lock:
+            self._upstream = None
+        self.close_exceptionally(error)
+
+    def on_complete(self) -> None:
+        """Close: subscribers complete after their buffered items."""
+        with self._upstream_lock:
+            self._upstream = None
+        self.close()
+
+    def _fail(self, error: BaseException) -> None:
+        self._cancel_upstream()
+        self.close_exceptionally(error)
+
+    def _cancel_upstream(self) -> None:
+        with self._upstream_lock:
+            upstream, self._upstream = self._upstream, None
+        if upstream is not None:
+            call_subscription(upstream, None)
+
+    # --- Publisher side: reference counting ------------------------------------
+
+    def subscribe(self, subscriber: Subscriber[R]) -> None:
+        """Add ``subscriber`` as :meth:`SubmissionPublisher.subscribe` does.
+
+        Raises:
+            TypeError: if ``subscriber`` is ``None`` (rule 1.9).
+        """
+        if subscriber is None:
+            raise TypeError("subscriber must not be None (rule 1.9)")
+        super().subscribe(_Downstream(self, subscriber))
+
+    @property
+    def subscribers(self) -> list[Subscriber[R]]:
+        """A new list of the subscribers of open subscriptions (for monitoring)."""
+        return [s.wrapped if isinstance(s, _Downstream) else s for s in super().subscribers]
+
+    def _joined(self) -> None:
+        with self._upstream_lock:
+            self._downstream += 1
+
+    def _left(self) -> None:
+        with self._upstream_lock:
+            self._downstream -= 1
+            last = self._downstream == 0 and self._upstream is not None
+        if last and not self.is_closed:
+            self._cancel_upstream()
+            self.close()
+
+
+class _Downstream(Subscriber[R]):
+    """Wraps a subscriber of a :class:`TransformProcessor` to see it leave.
+
+    Equal to (and hashed as) the subscriber it wraps, so that duplicate
+    subscription checks and ``is_subscribed`` see the user's object.
+    """
+
+    def __init__(self, processor: TransformProcessor[Any, R], wrapped: Subscriber[R]) -> None:
+        self.processor = processor
+        self.wrapped = wrapped
+        self.gone = False  # left once: cancelled or terminated
+        self.lock = threading.Lock()
+        self.on_next = wrapped.on_next  # type: ignore[method-assign]  # no extra call per item
+
+    def on_subscribe(self, subscription: Subscription) -> None:
+        self.processor._joined()
+        self.wrapped.on_subscribe(_DownstreamSubscription(self, subscription))
+
+    def on_next(self, item: R) -> None:
+        self.wrapped.on_next(item)
+
+    def on_error(self, error: BaseException) -> None:
+        self.leave()
+        self.wrapped.on_error(error)
+
+    def on_complete(self) -> None:
+        self.leave()
+        self.wrapped.on_complete()
+
+    def leave(self) -> None:
+        with self.lock:
+            if self.gone:
+                return
+            self.gone = True
+        self.processor._left()
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, _Downstream):
+            other = other.wrapped
+        return self.wrapped is other or bool(self.wrapped == other)
+
+    def __hash__(self) -> int:
+        return hash(self.wrapped)
+
+    def __repr__(self) -> str:
+        return repr(self.wrapped)
+
+
+class _DownstreamSubscription(Subscription):
+    """Forwards to the processor's subscription and reports a cancel to the wrapper."""
+
+    __slots__ = ("downstream", "subscription")
+
+    def __init__(self, downstream: _Downstream[R], subscription: Subscription) -> None:
+        self.downstream = downstream
+        self.subscription = subscription
+
+    def request(self, n: int) -> None:
+        self.subscription.request(n)
+
+    def cancel(self) -> None:
+        self.subscription.cancel()
+        self.downstream.leave()
