@@ -377,10 +377,11 @@ class TransformProcessor(SubmissionPublisher[R], Processor[T, R], Generic[T, R])
     buffer of ``max_buffer_capacity`` items, delivered on ``executor``, and
     the whole publisher API (``number_of_subscribers``,
     ``estimate_maximum_lag()``, ``close()``, ...) is available. Upstream it
-    requests one item at a time: the next one once the result of the last one
-    was handed to ``submit``, which blocks while a subscriber's buffer is full,
-    so the slowest subscriber paces the upstream, as in the JDK's
-    ``TransformProcessor`` example.
+    requests one item at a time, as in the JDK's ``TransformProcessor``
+    example: the first once it has a subscriber (so no item is published to
+    nobody), the next once the result of the last one was handed to
+    ``submit``, which blocks while a subscriber's buffer is full, so the
+    slowest subscriber paces the upstream.
 
     Upstream ``on_complete`` closes the publisher (subscribers complete after
     their buffered items); upstream ``on_error`` closes it exceptionally
@@ -427,6 +428,7 @@ class TransformProcessor(SubmissionPublisher[R], Processor[T, R], Generic[T, R])
         # --- Guarded by self._upstream_lock ------------------------------
         self._upstream: Subscription | None = None  # set once; None again after we cancel it
         self._connected = False  # an upstream was accepted; set once
+        self._started = False  # the first item was requested; set once
         self._downstream = 0  # subscribers that joined and have not left
 
     # --- Subscriber side -----------------------------------------------------
@@ -444,7 +446,20 @@ class TransformProcessor(SubmissionPublisher[R], Processor[T, R], Generic[T, R])
             if accept:
                 self._connected = True
                 self._upstream = subscription
-        call_subscription(subscription, 1 if accept else None)
+        if not accept:
+            call_subscription(subscription, None)
+        else:
+            self._start()
+
+    def _start(self) -> None:
+        """Request the first item once both an upstream and a subscriber are there."""
+        with self._upstream_lock:
+            upstream = self._upstream
+            start = upstream is not None and self._downstream > 0 and not self._started
+            if start:
+                self._started = True
+        if start:
+            call_subscription(upstream, 1)  # type: ignore[arg-type]
 
     def on_next(self, item: T) -> None:
         """Publish ``fn(item)``, blocking while a subscriber's buffer is full; then request one more.
@@ -520,6 +535,7 @@ class TransformProcessor(SubmissionPublisher[R], Processor[T, R], Generic[T, R])
     def _joined(self) -> None:
         with self._upstream_lock:
             self._downstream += 1
+        self._start()
 
     def _left(self) -> None:
         with self._upstream_lock:
