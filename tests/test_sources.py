@@ -500,3 +500,20 @@ def test_iterable_default_pool_with_concurrent_requests_is_exact() -> None:
             wait_done(recorder)
             assert recorder.items == list(range(500)) and recorder.completed
             assert recorder.violations == []
+
+
+def test_iterable_direct_executor_many_batches_do_not_grow_the_stack() -> None:
+    from flowpy.executors import direct_executor
+    from flowpy.subscribers import collect
+
+    depths: set[int] = set()
+
+    def numbers() -> Iterator[int]:
+        for number in range(100_000):
+            if number % 10_000 == 5_000:  # not the first item, fetched on opening
+                depths.add(stack_depth())
+            yield number
+
+    result = collect(IterablePublisher(numbers(), executor=direct_executor, batch_size=2)).result(timeout=WAIT)
+    assert result == list(range(100_000))
+    assert len(depths) == 1, f"stack depth changed across batches: {sorted(depths)}"

@@ -496,3 +496,12 @@ def test_iterate_invalid_arguments_raise(kwargs: dict[str, Any], kind: type, mes
 def test_iterate_none_publisher_raises() -> None:
     with pytest.raises(TypeError, match=r"^publisher must not be None$"):
         iterate(None)  # type: ignore[arg-type]
+
+
+def test_async_subscriber_direct_executor_handles_many_signals_without_nesting() -> None:
+    from flowpy.executors import direct_executor
+
+    subscriber = Collecting(direct_executor, batch_size=1)
+    RangePublisher(0, 50_000).subscribe(subscriber)
+    assert subscriber.done.is_set()
+    assert subscriber.items == list(range(50_000)) and subscriber.completed == 1
