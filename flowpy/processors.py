@@ -53,11 +53,12 @@ R = TypeVar("R")
 class _MulticastSubscription(Subscription, Generic[T]):
     """One subscriber's link to a :class:`MulticastProcessor`."""
 
-    __slots__ = ("cancelled", "emitted", "error", "parent", "requested", "subscriber")
+    __slots__ = ("cancelled", "deliver", "emitted", "error", "parent", "requested", "subscriber")
 
     def __init__(self, parent: MulticastProcessor[T], subscriber: Subscriber[T]) -> None:
         self.parent = parent
         self.subscriber = subscriber
+        self.deliver = subscriber.on_next  # looked up once, called per item
         # --- Guarded by parent._lock -------------------------------------
         self.requested = 0  # total requested, saturated at MAX_DEMAND
         self.cancelled = False  # set once, by cancel() or by a terminal signal
@@ -135,6 +136,7 @@ class MulticastProcessor(Processor[T, T]):
         self._done = False  # the upstream signalled its terminal; set once
         self._error: BaseException | None = None  # the upstream's failure, if any
         self._wip = 0  # drain requests not yet served; nonzero while a loop runs
+        self._failures = False  # some subscription holds an invalid-request error
         # --- Written only by the drain loop ------------------------------
         self._consumed = 0  # items taken from the queue since the last upstream request
 
@@ -189,6 +191,7 @@ class MulticastProcessor(Processor[T, T]):
                 subscription.requested = add_demand(subscription.requested, n)
             elif subscription.error is None:
                 subscription.error = error
+                self._failures = True
         self._drain()
 
     def _cancel(self, subscription: _MulticastSubscription[T]) -> None:
@@ -197,7 +200,7 @@ class MulticastProcessor(Processor[T, T]):
                 return
             upstream = self._remove(subscription)
         if upstream is not None:
-            upstream.cancel()
+            call_subscription(upstream, None)
         self._drain()  # the leaver may have been the slowest one
 
     def _remove(self, subscription: _MulticastSubscription[T]) -> Subscription | None:
@@ -231,10 +234,7 @@ class MulticastProcessor(Processor[T, T]):
             if accept:
                 self._connected = True
                 self._upstream = subscription
-        if accept:
-            subscription.request(self._prefetch)
-        else:
-            subscription.cancel()
+        call_subscription(subscription, self._prefetch if accept else None)
 
     def on_next(self, item: T) -> None:
         """Queue ``item`` and deliver what the subscribers' demand allows.
@@ -256,7 +256,7 @@ class MulticastProcessor(Processor[T, T]):
         with self._lock:
             upstream, self._upstream = self._upstream, None
         if upstream is not None:
-            upstream.cancel()
+            call_subscription(upstream, None)
         self._end(MissingBackpressureError(
             f"upstream sent more than the {self._prefetch} items requested (rule 1.1)"
         ))
@@ -287,38 +287,48 @@ class MulticastProcessor(Processor[T, T]):
     # --- The drain loop ------------------------------------------------------
 
     def _drain(self) -> None:
-        with self._lock:
+        lock = self._lock
+        with lock:
             self._wip += 1
             if self._wip != 1:
                 return
         missed = 1
         queue = self._queue
         while True:
-            with self._lock:
+            with lock:
+                # One consistent view per pass. `done` is read before the
+                # queue is checked for emptiness: every item precedes the
+                # terminal signal, so done-then-empty means nothing is left.
                 subscribers = self._subscribers
-                terminated = self._terminated
-                failed = [s for s in subscribers if s.error is not None]
+                failed: list[_MulticastSubscription[T]] = []
                 upstream = None
-                for subscription in failed:
-                    upstream = self._remove(subscription) or upstream
-                if failed:
+                if self._failures:
+                    self._failures = False
+                    failed = [s for s in subscribers if s.error is not None]
+                    for subscription in failed:
+                        upstream = self._remove(subscription) or upstream
                     subscribers = self._subscribers
-                demand = min((s.requested - s.emitted for s in subscribers), default=0)
+                demand = -1
+                for subscription in subscribers:
+                    remaining = subscription.requested - subscription.emitted
+                    if demand < 0 or remaining < demand:
+                        demand = remaining
                 done = self._done
                 error = self._error
+                terminated = self._terminated
             for subscription in failed:
                 signal_terminal(subscription.subscriber, subscription.error)
             if upstream is not None:
-                upstream.cancel()
+                call_subscription(upstream, None)
             if terminated:
                 queue.clear()
             elif subscribers:
-                if demand:
+                if demand > 0 and queue:
                     self._emit(subscribers, demand)
                 if done and not queue:
                     self._terminate(error)
                     return  # the loop never runs again
-            with self._lock:
+            with lock:
                 self._wip -= missed
                 missed = self._wip
                 if missed == 0:
@@ -327,17 +337,16 @@ class MulticastProcessor(Processor[T, T]):
     def _emit(self, subscribers: tuple[_MulticastSubscription[T], ...], demand: int) -> None:
         """Deliver up to ``demand`` queued items to every subscriber; only from the drain loop."""
         queue = self._queue
-        targets = [(s, s.subscriber.on_next) for s in subscribers]
         limit = self._limit
         consumed = self._consumed
         emitted = 0
         while emitted < demand and queue:
             item = queue.popleft()
-            for subscription, on_next in targets:
+            for subscription in subscribers:
                 if subscription.cancelled:
                     continue
                 try:
-                    on_next(item)
+                    subscription.deliver(item)
                 except BaseException as exc:
                     subscription.cancel()
                     report(exc, f"on_next of {subscription.subscriber!r} raised (rule 2.13)")
@@ -347,7 +356,7 @@ class MulticastProcessor(Processor[T, T]):
                 consumed = 0
                 upstream = self._upstream
                 if upstream is not None:
-                    upstream.request(limit)
+                    call_subscription(upstream, limit)
         self._consumed = consumed
         for subscription in subscribers:
             subscription.emitted += emitted
