@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import sys
 import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
 from flowpy.flow import Publisher, Subscriber, Subscription
@@ -81,17 +79,6 @@ class SpyPublisher(Publisher[Any]):
     def wait_requested(self, total: int) -> None:
         with self.requested_event:
             assert self.requested_event.wait_for(lambda: self.total_requested >= total, WAIT)
-
-
-@contextmanager
-def fast_switching() -> Iterator[None]:
-    """Switch threads as often as possible, to shake out races; restores the interval."""
-    previous = sys.getswitchinterval()
-    sys.setswitchinterval(1e-6)
-    try:
-        yield
-    finally:
-        sys.setswitchinterval(previous)
 
 
 def stack_depth() -> int:

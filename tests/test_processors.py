@@ -18,7 +18,7 @@ from flowpy.processors import MulticastProcessor, TransformProcessor
 from flowpy.sources import IterablePublisher, RangePublisher
 from flowpy.submission import SubmissionPublisher
 from flowpy.subscribers import LambdaSubscriber, collect, iterate
-from tests.sources_helpers import WAIT, SpyPublisher, SyncRecorder, fast_switching, make_recorder, wait_done
+from tests.sources_helpers import WAIT, SpyPublisher, SyncRecorder, make_recorder, wait_done
 
 # --- MulticastProcessor: lock step and prefetch ---------------------------------------
 
@@ -340,6 +340,7 @@ class Visitor(SyncRecorder):
 
 
 @pytest.mark.timeout(90)
+@pytest.mark.usefixtures("tiny_switch_interval")
 def test_multicast_subscribers_coming_and_going_never_skip_items() -> None:
     """Under tiny switch intervals: an anchor sees everything; each visitor a gap-free run."""
     total = 20_000
@@ -347,9 +348,15 @@ def test_multicast_subscribers_coming_and_going_never_skip_items() -> None:
     anchor = collect(processor)
     visitors: list[Visitor] = []
     finished = threading.Event()
+    failures: list[BaseException] = []
 
     def visit(seed: int) -> None:
-        rng = random.Random(seed)
+        try:
+            wander(random.Random(seed))
+        except BaseException as exc:
+            failures.append(exc)
+
+    def wander(rng: random.Random) -> None:
         while not finished.is_set():
             initial = rng.randint(1, 50)
             visitor = Visitor(initial, rng.choice([0, 1, 2]), rng.randint(1, initial))
@@ -363,16 +370,16 @@ def test_multicast_subscribers_coming_and_going_never_skip_items() -> None:
             if visitor.done.is_set():
                 return
 
-    with fast_switching():
-        threads = [threading.Thread(target=visit, args=(seed,)) for seed in range(3)]
-        for thread in threads:
-            thread.start()
-        IterablePublisher(range(total), batch_size=64).subscribe(processor)
-        assert anchor.result(timeout=60) == list(range(total))
-        finished.set()
-        for thread in threads:
-            thread.join(WAIT)
-            assert not thread.is_alive()
+    threads = [threading.Thread(target=visit, args=(seed,)) for seed in range(3)]
+    for thread in threads:
+        thread.start()
+    IterablePublisher(range(total), batch_size=64).subscribe(processor)
+    assert anchor.result(timeout=60) == list(range(total))
+    finished.set()
+    for thread in threads:
+        thread.join(WAIT)
+        assert not thread.is_alive()
+    assert failures == []
     assert len(visitors) > 3
     for visitor in visitors:
         assert visitor.violations == []

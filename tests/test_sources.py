@@ -18,7 +18,6 @@ from flowpy.sources import IterablePublisher, RangePublisher, empty, error, just
 from tests.sources_helpers import (
     WAIT,
     SyncRecorder,
-    fast_switching,
     make_recorder,
     rejecting,
     stack_depth,
@@ -250,14 +249,14 @@ def _request_from_threads(recorder: Recorder, threads: int, times: int, n: int) 
 
 
 @pytest.mark.timeout(60)
+@pytest.mark.usefixtures("tiny_switch_interval")
 def test_range_concurrent_requests_emit_serially_and_exactly() -> None:
-    with fast_switching():
-        for _ in range(20):
-            recorder = make_recorder()
-            RangePublisher(0, 2000).subscribe(recorder)
-            _request_from_threads(recorder, threads=4, times=50, n=10)
-            assert recorder.items == list(range(2000))
-            assert recorder.completed and recorder.violations == []
+    for _ in range(20):
+        recorder = make_recorder()
+        RangePublisher(0, 2000).subscribe(recorder)
+        _request_from_threads(recorder, threads=4, times=50, n=10)
+        assert recorder.items == list(range(2000))
+        assert recorder.completed and recorder.violations == []
 
 
 # --- just, empty, error --------------------------------------------------------
@@ -490,16 +489,16 @@ def test_iterable_any_request_and_scheduling_pattern_is_exact(
 
 
 @pytest.mark.timeout(60)
+@pytest.mark.usefixtures("tiny_switch_interval")
 def test_iterable_default_pool_with_concurrent_requests_is_exact() -> None:
-    with fast_switching():
-        for _ in range(10):
-            recorder = make_recorder()
-            IterablePublisher(range(500), batch_size=16).subscribe(recorder)
-            assert recorder.subscribed.wait(WAIT)
-            _request_from_threads(recorder, threads=4, times=25, n=5)
-            wait_done(recorder)
-            assert recorder.items == list(range(500)) and recorder.completed
-            assert recorder.violations == []
+    for _ in range(10):
+        recorder = make_recorder()
+        IterablePublisher(range(500), batch_size=16).subscribe(recorder)
+        assert recorder.subscribed.wait(WAIT)
+        _request_from_threads(recorder, threads=4, times=25, n=5)
+        wait_done(recorder)
+        assert recorder.items == list(range(500)) and recorder.completed
+        assert recorder.violations == []
 
 
 def test_iterable_direct_executor_many_batches_do_not_grow_the_stack() -> None:
