@@ -50,6 +50,52 @@ R = TypeVar("R")
 # subscriber arriving later gets the terminal signal from subscribe().
 
 
+class _Upstream:
+    """A processor's one upstream subscription: the first is kept, later ones cancelled (rule 2.5)."""
+
+    __slots__ = ("_lock", "_subscription", "connected")
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()  # a leaf lock: nothing is called while it is held
+        # --- Guarded by self._lock ---------------------------------------
+        self._subscription: Subscription | None = None  # None before accept() and after detach()
+        self.connected = False  # a subscription was accepted; set once
+
+    @property
+    def current(self) -> Subscription | None:
+        """The live upstream subscription, if any (racy: re-check with :meth:`detach`)."""
+        return self._subscription
+
+    def accept(self, subscription: Subscription, *, is_open: bool) -> bool:
+        """Keep ``subscription`` if it is the first and the processor ``is_open``; else cancel it.
+
+        Raises:
+            TypeError: if ``subscription`` is ``None`` (rule 2.13).
+        """
+        if subscription is None:
+            raise TypeError("subscription must not be None (rule 2.13)")
+        with self._lock:
+            accepted = is_open and not self.connected
+            if accepted:
+                self.connected = True
+                self._subscription = subscription
+        if not accepted:
+            call_subscription(subscription, None)
+        return accepted
+
+    def detach(self) -> Subscription | None:
+        """Forget the subscription (after its terminal signal, or to cancel it); return it."""
+        with self._lock:
+            subscription, self._subscription = self._subscription, None
+        return subscription
+
+    def cancel(self) -> None:
+        """Detach and cancel the subscription, if there is one."""
+        subscription = self.detach()
+        if subscription is not None:
+            call_subscription(subscription, None)
+
+
 class _MulticastSubscription(Subscription, Generic[T]):
     """One subscriber's link to a :class:`MulticastProcessor`."""
 
@@ -131,14 +177,13 @@ class MulticastProcessor(Processor[T, T]):
         # --- Guarded by self._lock ---------------------------------------
         self._subscribers: tuple[_MulticastSubscription[T], ...] = ()  # copy on write
         self._terminated = False  # subscribers were given their terminal; no more join
-        self._upstream: Subscription | None = None
-        self._connected = False  # an upstream subscription was accepted; set once
         self._done = False  # the upstream signalled its terminal; set once
         self._error: BaseException | None = None  # the upstream's failure, if any
         self._wip = 0  # drain requests not yet served; nonzero while a loop runs
         self._failures = False  # some subscription holds an invalid-request error
         # --- Written only by the drain loop ------------------------------
         self._consumed = 0  # items taken from the queue since the last upstream request
+        self._upstream = _Upstream()
 
     @property
     def prefetch(self) -> int:
@@ -213,11 +258,10 @@ class MulticastProcessor(Processor[T, T]):
         if subscription not in subscribers:
             return None
         self._subscribers = tuple(s for s in subscribers if s is not subscription)
-        if self._subscribers or not self._connected or self._terminated:
+        if self._subscribers or not self._upstream.connected or self._terminated:
             return None
         self._terminated = True  # reference counting: the last one out ends the stream
-        upstream, self._upstream = self._upstream, None
-        return upstream
+        return self._upstream.detach()
 
     # --- Subscriber side -----------------------------------------------------
 
@@ -227,14 +271,8 @@ class MulticastProcessor(Processor[T, T]):
         Raises:
             TypeError: if ``subscription`` is ``None`` (rule 2.13).
         """
-        if subscription is None:
-            raise TypeError("subscription must not be None (rule 2.13)")
-        with self._lock:
-            accept = not self._connected and not self._terminated
-            if accept:
-                self._connected = True
-                self._upstream = subscription
-        call_subscription(subscription, self._prefetch if accept else None)
+        if self._upstream.accept(subscription, is_open=not self._terminated):
+            call_subscription(subscription, self._prefetch)
 
     def on_next(self, item: T) -> None:
         """Queue ``item`` and deliver what the subscribers' demand allows.
@@ -253,10 +291,7 @@ class MulticastProcessor(Processor[T, T]):
         self._drain()
 
     def _overflow(self) -> None:
-        with self._lock:
-            upstream, self._upstream = self._upstream, None
-        if upstream is not None:
-            call_subscription(upstream, None)
+        self._upstream.cancel()
         self._end(MissingBackpressureError(
             f"upstream sent more than the {self._prefetch} items requested (rule 1.1)"
         ))
@@ -281,7 +316,7 @@ class MulticastProcessor(Processor[T, T]):
                 return
             self._done = True
             self._error = error
-            self._upstream = None
+        self._upstream.detach()
         self._drain()
 
     # --- The drain loop ------------------------------------------------------
@@ -354,7 +389,7 @@ class MulticastProcessor(Processor[T, T]):
             consumed += 1
             if consumed == limit:
                 consumed = 0
-                upstream = self._upstream
+                upstream = self._upstream.current
                 if upstream is not None:
                     call_subscription(upstream, limit)
         self._consumed = consumed
@@ -371,7 +406,7 @@ class MulticastProcessor(Processor[T, T]):
             signal_terminal(subscription.subscriber, error)
 
     def __repr__(self) -> str:
-        state = "terminated" if self._terminated else "connected" if self._connected else "unconnected"
+        state = "terminated" if self._terminated else "connected" if self._upstream.connected else "unconnected"
         return f"<MulticastProcessor prefetch={self._prefetch} {state} subscribers={len(self._subscribers)}>"
 
 
@@ -433,10 +468,9 @@ class TransformProcessor(SubmissionPublisher[R], Processor[T, R], Generic[T, R])
         else:
             super().__init__(executor, max_buffer_capacity)
         self._fn = fn
-        self._upstream_lock = threading.Lock()
-        # --- Guarded by self._upstream_lock ------------------------------
-        self._upstream: Subscription | None = None  # set once; None again after we cancel it
-        self._connected = False  # an upstream was accepted; set once
+        self._upstream = _Upstream()
+        self._count_lock = threading.Lock()
+        # --- Guarded by self._count_lock ---------------------------------
         self._started = False  # the first item was requested; set once
         self._downstream = 0  # subscribers that joined and have not left
 
@@ -448,22 +482,13 @@ class TransformProcessor(SubmissionPublisher[R], Processor[T, R], Generic[T, R])
         Raises:
             TypeError: if ``subscription`` is ``None`` (rule 2.13).
         """
-        if subscription is None:
-            raise TypeError("subscription must not be None (rule 2.13)")
-        with self._upstream_lock:
-            accept = not self._connected and not self.is_closed
-            if accept:
-                self._connected = True
-                self._upstream = subscription
-        if not accept:
-            call_subscription(subscription, None)
-        else:
+        if self._upstream.accept(subscription, is_open=not self.is_closed):
             self._start()
 
     def _start(self) -> None:
         """Request the first item once both an upstream and a subscriber are there."""
-        with self._upstream_lock:
-            upstream = self._upstream
+        upstream = self._upstream.current
+        with self._count_lock:
             start = upstream is not None and self._downstream > 0 and not self._started
             if start:
                 self._started = True
@@ -478,7 +503,7 @@ class TransformProcessor(SubmissionPublisher[R], Processor[T, R], Generic[T, R])
         """
         if item is None:
             raise TypeError("item must not be None (rule 2.13)")
-        upstream = self._upstream
+        upstream = self._upstream.current
         if upstream is None:
             return  # after cancel (rule 2.8)
         try:
@@ -492,7 +517,7 @@ class TransformProcessor(SubmissionPublisher[R], Processor[T, R], Generic[T, R])
         try:
             self.submit(result)
         except ClosedPublisherError:
-            self._cancel_upstream()  # closed by its owner: nobody will read more
+            self._upstream.cancel()  # closed by its owner: nobody will read more
             return
         call_subscription(upstream, 1)
 
@@ -504,25 +529,17 @@ class TransformProcessor(SubmissionPublisher[R], Processor[T, R], Generic[T, R])
         """
         if error is None:
             raise TypeError("error must not be None (rule 2.13)")
-        with self._upstream_lock:
-            self._upstream = None
+        self._upstream.detach()
         self.close_exceptionally(error)
 
     def on_complete(self) -> None:
         """Close: subscribers complete after their buffered items."""
-        with self._upstream_lock:
-            self._upstream = None
+        self._upstream.detach()
         self.close()
 
     def _fail(self, error: BaseException) -> None:
-        self._cancel_upstream()
+        self._upstream.cancel()
         self.close_exceptionally(error)
-
-    def _cancel_upstream(self) -> None:
-        with self._upstream_lock:
-            upstream, self._upstream = self._upstream, None
-        if upstream is not None:
-            call_subscription(upstream, None)
 
     # --- Publisher side: reference counting ------------------------------------
 
@@ -542,16 +559,16 @@ class TransformProcessor(SubmissionPublisher[R], Processor[T, R], Generic[T, R])
         return [s.wrapped if isinstance(s, _Downstream) else s for s in super().subscribers]
 
     def _joined(self) -> None:
-        with self._upstream_lock:
+        with self._count_lock:
             self._downstream += 1
         self._start()
 
     def _left(self) -> None:
-        with self._upstream_lock:
+        with self._count_lock:
             self._downstream -= 1
-            last = self._downstream == 0 and self._upstream is not None
-        if last and not self.is_closed:
-            self._cancel_upstream()
+            last = self._downstream == 0
+        if last and self._upstream.current is not None and not self.is_closed:
+            self._upstream.cancel()
             self.close()
 
 

@@ -468,10 +468,18 @@ def test_iterate_break_from_infinite_source_leaves_no_running_task() -> None:
             closed.set()
 
     taken = []
-    for item in iterate(IterablePublisher(numbers(), executor=execute, batch_size=4), prefetch=8):
+    class Numbers:
+        """Re-iterable: only the subscription holds the generator it opens."""
+
+        def __iter__(self) -> Iterator[int]:
+            return numbers()
+
+    spy = CancelSpy(IterablePublisher(Numbers(), executor=execute, batch_size=4))
+    for item in iterate(spy, prefetch=8):
         taken.append(item)
         if len(taken) == 10:
             break
+    assert spy.cancelled.is_set(), "the publisher must see cancel when the loop breaks"
     with activity:
         assert activity.wait_for(lambda: running == 0, WAIT)
     gc.collect()
