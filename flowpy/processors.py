@@ -519,6 +519,9 @@ class TransformProcessor(SubmissionPublisher[R], Processor[T, R], Generic[T, R])
         except ClosedPublisherError:
             self._upstream.cancel()  # closed by its owner: nobody will read more
             return
+        except BaseException as exc:  # say, the executor refused a task (rule 2.13: do not raise)
+            self._fail(exc)
+            return
         call_subscription(upstream, 1)
 
     def on_error(self, error: BaseException) -> None:

@@ -225,6 +225,10 @@ class AsyncSubscriber(Subscriber[T_contra], ABC):
         self._enqueue(_Signal.COMPLETE, None)
 
     def _enqueue(self, kind: _Signal, value: object) -> None:
+        if self._done:  # racy read: the drain (or a refused task) ended this subscriber
+            if kind is _Signal.SUBSCRIBE:
+                call_subscription(value, None)  # type: ignore[arg-type]  # rule 2.5
+            return  # the drain would drop it (rule 2.8)
         self._signals.append((kind, value))
         self._serial.signal()
 

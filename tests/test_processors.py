@@ -524,3 +524,18 @@ def test_transform_invalid_arguments_raise() -> None:
         TransformProcessor(3)  # type: ignore[arg-type]
     with pytest.raises(TypeError, match=r"^executor must not be None; leave it out to use the default executor$"):
         TransformProcessor(abs, executor=None)  # type: ignore[arg-type]
+
+
+def test_transform_refused_delivery_fails_downstream_and_cancels_upstream() -> None:
+    from tests.support import RejectingExecutor
+
+    executor = RejectingExecutor(1, RuntimeError("pool is shut down"))  # on_subscribe only
+    processor: TransformProcessor[int, int] = TransformProcessor(abs, executor=executor)
+    upstream = SpyPublisher()
+    upstream.subscribe(processor)
+    subscriber = make_recorder(initial=10)
+    processor.subscribe(subscriber)
+    executor.inner.run_all()
+    feed(upstream, -1)  # the task that would deliver it is refused
+    assert upstream.cancelled.is_set()
+    assert str(processor.closed_exception) == "pool is shut down"

@@ -513,3 +513,15 @@ def test_async_subscriber_direct_executor_handles_many_signals_without_nesting()
     RangePublisher(0, 50_000).subscribe(subscriber)
     assert subscriber.done.is_set()
     assert subscriber.items == list(range(50_000)) and subscriber.completed == 1
+
+
+def test_async_subscriber_after_refused_task_drops_later_signals() -> None:
+    spy = SpyPublisher()
+    subscriber = Collecting(rejecting())
+    spy.subscribe(subscriber)
+    for value in range(100):
+        spy.subscriber.on_next(value)  # type: ignore[union-attr]
+    assert len(subscriber._signals) == 0, "signals after the end must not pile up"
+    second = SpyPublisher()
+    second.subscribe(subscriber)
+    assert second.cancelled.is_set()
