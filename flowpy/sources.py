@@ -87,16 +87,17 @@ class _SequenceSubscription(Subscription, Generic[T]):
     def request(self, n: int) -> None:
         """Add ``n`` to the demand; emits on this thread unless a loop is already running."""
         error = check_request(n)
-        with self._lock:
-            if self._cancelled:
-                return
-            if error is not None:
+        if error is not None:
+            with self._lock:
                 if self._error is None:
                     self._error = error
-                n = 1  # wakes the loop, which signals the error before any item
-            current = self._requested
-            self._requested = add_demand(current, n)
-        if current == 0:
+            n = 1  # wakes the loop, which signals the error before any item
+        lock = self._lock
+        lock.acquire()  # not `with`: this is the per-item path of request(1) from on_next
+        current = self._requested
+        self._requested = add_demand(current, n)
+        lock.release()
+        if current == 0 and not self._cancelled:
             self._emit()
 
     def cancel(self) -> None:
