@@ -19,7 +19,7 @@ from typing import Any, TextIO
 from flowpy import adapters, flow
 from flowpy import reactivestreams as rs
 from flowpy.tck._base import Verification, rule_of, verification_tests
-from flowpy.tck.environment import SkipTest, TestEnvironment
+from flowpy.tck.environment import TestEnvironment, skip_exceptions
 from flowpy.tck.identity_processor import IdentityProcessorVerification
 from flowpy.tck.publisher_verification import PublisherVerification
 from flowpy.tck.subscriber_blackbox import SubscriberBlackboxVerification
@@ -56,11 +56,13 @@ class Outcome:
 def run_test(verification: type[Verification], name: str) -> Outcome:
     """Run one test of ``verification`` on a fresh instance, as pytest would."""
     instance = verification()
+    skipped = skip_exceptions()
     try:
         instance.setup_method(getattr(instance, name))
         getattr(instance, name)()
-    except SkipTest as exc:
-        return Outcome(rule_of(name), name, Status.SKIPPED, str(exc))
+    except skipped as exc:
+        reason = getattr(exc, "msg", None)  # pytest's carries it in msg
+        return Outcome(rule_of(name), name, Status.SKIPPED, str(exc) if reason is None else str(reason))
     except Exception as exc:  # a failing test, whatever it raised
         message = str(exc) if isinstance(exc, AssertionError) and str(exc) else _describe(exc)
         return Outcome(rule_of(name), name, Status.FAILED, message)

@@ -6,7 +6,13 @@ import threading
 from typing import Any, TypeVar
 
 from flowpy import flow
-from tests.tck.reference import IdentityProcessor, RangePublisher, RangeSubscription, SyncSubscriber
+from tests.tck.reference import (
+    IdentityProcessor,
+    MulticastProcessor,
+    RangePublisher,
+    RangeSubscription,
+    SyncSubscriber,
+)
 
 T = TypeVar("T")
 
@@ -278,6 +284,18 @@ class ErrorSwallowingProcessor(IdentityProcessor[T]):
     def on_error(self, error: BaseException) -> None:
         if error is None:
             raise TypeError("error must not be None")
+
+
+class ErrorToFirstOnlyProcessor(MulticastProcessor[T]):
+    """Rule 1.4: an upstream error reaches only the first subscriber."""
+
+    def on_error(self, error: BaseException) -> None:
+        if error is None:
+            raise TypeError("error must not be None")
+        with self._lock:
+            if self._subscriptions:
+                self._subscriptions[0].error = error
+        self._drain()
 
 
 def over_delivering_publisher(elements: int) -> Any:

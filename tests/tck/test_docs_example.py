@@ -73,10 +73,18 @@ class _ListSubscription(flow.Subscription):
 
 class TestListPublisher(PublisherVerification[str]):
     def create_test_environment(self) -> TestEnvironment:
-        return TestEnvironment(default_timeout_millis=200, default_no_signals_timeout_millis=20)
+        return TestEnvironment(default_timeout_millis=1000, default_no_signals_timeout_millis=20)
 
     def create_publisher(self, elements: int) -> flow.Publisher[str]:
         return ListPublisher([f"item {i}" for i in range(elements)])
 
     def max_elements_from_publisher(self) -> int:
         return 1_000  # a list has to fit in memory: tests needing more skip
+
+
+def test_docs_show_this_module_verbatim() -> None:
+    from pathlib import Path
+
+    docs = (Path(__file__).resolve().parents[2] / "docs" / "tck.md").read_text()
+    code = Path(__file__).read_text().split('"""\n\n', 1)[1].split("\n\n\ndef test_docs_show")[0]
+    assert code in docs

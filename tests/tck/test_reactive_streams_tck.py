@@ -75,7 +75,7 @@ class ReactiveToFlow(ReactiveSubscriber[T]):
 
 class _Fast:
     def create_test_environment(self) -> TestEnvironment:
-        return TestEnvironment(200, 20, 10)
+        return TestEnvironment(1000, 20, 10)
 
 
 class TestReactiveRangePublisher(_Fast, ReactiveStreamsPublisherVerification[int]):

@@ -47,7 +47,7 @@ def failed_publisher() -> SubmissionPublisher[int]:
 
 class TestSubmissionPublisher(PublisherVerification[int]):
     def create_test_environment(self) -> TestEnvironment:
-        return TestEnvironment(300, 30, 10)
+        return TestEnvironment(1000, 30, 10)
 
     def create_publisher(self, elements: int) -> flow.Publisher[int]:
         return FedOnSubscribe(elements)
@@ -61,7 +61,7 @@ class TestSubmissionPublisher(PublisherVerification[int]):
 
 class TestSubmissionPublisherAsReactiveStreams(ReactiveStreamsPublisherVerification[int]):
     def create_test_environment(self) -> TestEnvironment:
-        return TestEnvironment(300, 30, 10)
+        return TestEnvironment(1000, 30, 10)
 
     def create_reactive_streams_publisher(self, elements: int) -> rs.Publisher[int]:
         return adapters.to_publisher(FedOnSubscribe(elements))

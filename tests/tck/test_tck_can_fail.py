@@ -7,8 +7,7 @@ skips where the Java TCK skips.
 
 from __future__ import annotations
 
-import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -18,7 +17,8 @@ from flowpy.tck import NOT_VERIFIED, TestEnvironment
 from flowpy.tck._base import OPTIONAL_SKIP, Verification
 from flowpy.tck.runner import Outcome, Status, run_test, verification_for
 from tests.tck import broken
-from tests.tck.reference import IdentityProcessor, RangePublisher, WhiteboxSyncSubscriber
+from tests.tck.reference import IdentityProcessor, MulticastProcessor, RangePublisher, WhiteboxSyncSubscriber
+from tests.test_submission_concurrency import tiny_switch_interval  # noqa: F401 - a fixture
 
 
 def _env() -> TestEnvironment:
@@ -38,8 +38,8 @@ def blackbox(cls: type[Any]) -> type[Verification]:
     return verification_for("subscriber-blackbox", cls, env=_env)
 
 
-def processor(cls: type[Any]) -> type[Verification]:
-    return verification_for("processor", lambda buffer_size: cls(), env=_env, max_subscribers=1)
+def processor(cls: type[Any], max_subscribers: int = 1) -> type[Verification]:
+    return verification_for("processor", lambda buffer_size: cls(), env=_env, max_subscribers=max_subscribers)
 
 
 def require_failure(verification: type[Verification], test: str, message_part: str) -> Outcome:
@@ -59,16 +59,6 @@ def require_skip(verification: type[Verification], test: str, message_part: str)
 def require_pass(verification: type[Verification], test: str) -> None:
     outcome = run_test(verification, test)
     assert outcome.status is Status.PASSED, outcome
-
-
-@pytest.fixture
-def fine_switching() -> Iterator[None]:
-    interval = sys.getswitchinterval()
-    sys.setswitchinterval(1e-6)
-    try:
-        yield
-    finally:
-        sys.setswitchinterval(interval)
 
 
 # --- PublisherVerification ------------------------------------------------------------
@@ -126,7 +116,8 @@ def test_publisher_verification_broken_publisher_fails(
 
 
 @pytest.mark.timeout(30)
-def test_publisher_verification_concurrent_signals_fail_rule_1_3(fine_switching: None) -> None:
+@pytest.mark.usefixtures("tiny_switch_interval")
+def test_publisher_verification_concurrent_signals_fail_rule_1_3() -> None:
     verification = verification_for("publisher", broken.ConcurrentPublisher, env=_env)
     require_failure(verification, "test_stochastic_spec103_must_signal_on_methods_sequentially",
                     "Illegal concurrent access detected")
@@ -280,3 +271,19 @@ def test_processor_verification_delegated_subscriber_test_fails_for_broken_proce
                     "test_required_spec213_on_next_must_throw_null_pointer_exception_when_parameters_are_null",
                     "on_next(None) did not raise TypeError (rule 2.13)")
 
+
+
+def test_processor_verification_error_to_one_subscriber_fails_rule_1_4() -> None:
+    require_failure(
+        processor(broken.ErrorToFirstOnlyProcessor, max_subscribers=2),
+        "test_required_spec104_must_call_on_error_on_all_its_subscribers_if_it_encounters_a_non_recoverable_error",
+        "Subscriber did not receive the expected on_error(RuntimeError('Test exception')) within 200 ms",
+    )
+
+
+def test_processor_verification_multicast_reference_passes_multi_subscriber_tests() -> None:
+    verification = processor(MulticastProcessor, max_subscribers=2)
+    require_pass(verification, "test_required_spec104_must_call_on_error_on_all_its_subscribers_if_it_encounters_"
+                 "a_non_recoverable_error")
+    require_pass(verification, "test_required_must_request_from_upstream_for_elements_that_have_been_requested_"
+                 "long_ago")
