@@ -525,3 +525,27 @@ def test_async_subscriber_after_refused_task_drops_later_signals() -> None:
     second = SpyPublisher()
     second.subscribe(subscriber)
     assert second.cancelled.is_set()
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    prefetch=st.integers(min_value=1, max_value=20),
+    size=st.integers(min_value=0, max_value=120),
+    stop=st.integers(min_value=0, max_value=130),
+)
+def test_iterate_any_prefetch_and_break_point_yields_exact_prefix_then_cancels(
+    prefetch: int, size: int, stop: int
+) -> None:
+    spy = CancelSpy(RangePublisher(0, size))
+    taken = []
+    with iterate(spy, prefetch=prefetch, timeout=WAIT) as iterator:
+        for item in iterator:
+            if len(taken) == stop:
+                break
+            taken.append(item)
+    assert taken == list(range(min(size, stop)))
+    assert all(n <= prefetch for n in spy.requests)
+    if stop >= size:
+        assert not spy.cancelled.is_set(), "a loop that ran to the end has nothing to cancel"
+    else:  # left early: cancelled, unless the publisher had already completed into the buffer
+        assert spy.cancelled.is_set() or sum(spy.requests) >= size
