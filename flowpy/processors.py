@@ -20,6 +20,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any, Generic, TypeVar
 
+from flowpy._checks import require_positive_int
 from flowpy._demand import add_demand, check_request
 from flowpy._serial import DEFAULT, Default
 from flowpy._signals import call_subscription, report, signal_subscribe, signal_terminal
@@ -164,11 +165,7 @@ class MulticastProcessor(Processor[T, T]):
             TypeError: if ``prefetch`` is not an ``int``.
             ValueError: if ``prefetch`` is not positive.
         """
-        if not isinstance(prefetch, int) or isinstance(prefetch, bool):
-            raise TypeError(f"prefetch must be an int, got {prefetch!r}")
-        if prefetch <= 0:
-            raise ValueError(f"prefetch must be > 0, got {prefetch!r}")
-        self._prefetch = prefetch
+        self._prefetch = require_positive_int(prefetch, "prefetch")
         self._limit = prefetch - (prefetch >> 1)  # replenish at half the window
         # Appended by the upstream's on_next, popped by the drain loop;
         # holds at most `prefetch` items while the upstream obeys rule 1.1.

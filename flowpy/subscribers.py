@@ -30,6 +30,7 @@ from concurrent.futures import Future, InvalidStateError
 from types import TracebackType
 from typing import TypeVar
 
+from flowpy._checks import require_positive_int
 from flowpy._demand import MAX_DEMAND
 from flowpy._serial import DEFAULT, Default, SerialDrain, resolve_execute
 from flowpy._signals import call_subscription, report
@@ -55,11 +56,7 @@ def _require(value: object, name: str, rule: str = " (rule 2.13)") -> None:
 
 
 def _check_prefetch(prefetch: object) -> int:
-    if not isinstance(prefetch, int) or isinstance(prefetch, bool):
-        raise TypeError(f"prefetch must be an int, got {prefetch!r}")
-    if prefetch <= 0:
-        raise ValueError(f"prefetch must be > 0, got {prefetch!r}")
-    return min(prefetch, MAX_DEMAND)
+    return min(require_positive_int(prefetch, "prefetch"), MAX_DEMAND)
 
 
 def _replenish_limit(prefetch: int) -> int:
@@ -180,18 +177,17 @@ class AsyncSubscriber(Subscriber[T_contra], ABC):
             batch_size: the most signals one task handles.
 
         Raises:
-            TypeError: if ``executor`` is ``None`` or not an executor.
+            TypeError: if ``executor`` is ``None`` or not an executor, or
+                ``batch_size`` is not an ``int``.
             ValueError: if ``batch_size`` is not positive.
         """
-        if not isinstance(batch_size, int) or isinstance(batch_size, bool) or batch_size <= 0:
-            raise ValueError(f"batch_size must be an int > 0, got {batch_size!r}")
-        self._batch_size = batch_size
+        self._batch_size = require_positive_int(batch_size, "batch_size")
         # Appended by any thread (deque appends are atomic), popped only by the drain.
         self._signals: deque[tuple[_Signal, object]] = deque()
         self._serial = SerialDrain(resolve_execute(executor), self._drain, self._rejected)
-        # --- Touched only inside the serial drain (or on rejection) -------
+        # --- Written only inside the serial drain (or on rejection) -------
         self._subscription: Subscription | None = None
-        self._done = False
+        self._done = False  # also read, racily, by _enqueue to drop late signals
 
     @abstractmethod
     def when_next(self, item: T_contra) -> bool:

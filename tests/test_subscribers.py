@@ -248,7 +248,7 @@ def test_async_subscriber_none_item_raises_on_the_caller() -> None:
 
 
 def test_async_subscriber_invalid_batch_size_raises() -> None:
-    with pytest.raises(ValueError, match=r"^batch_size must be an int > 0, got 0$"):
+    with pytest.raises(ValueError, match=r"^batch_size must be > 0, got 0$"):
         Collecting(ManualExecutor(), batch_size=0)
 
 
