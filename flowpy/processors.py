@@ -180,6 +180,7 @@ class MulticastProcessor(Processor[T, T]):
         self._failures = False  # some subscription holds an invalid-request error
         # --- Written only by the drain loop ------------------------------
         self._consumed = 0  # items taken from the queue since the last upstream request
+        # --- Guarded by its own (leaf) lock, also taken under self._lock --
         self._upstream = _Upstream()
 
     @property
