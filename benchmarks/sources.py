@@ -3,7 +3,8 @@
     python benchmarks/sources.py [--items N] [--repetitions R]
 
 Every case feeds the same ``on_next`` (a counter) and reports median items/s
-over R runs, with ratios to its baseline measured in the same run:
+over R runs, the runs of all cases interleaved, with ratios to its baseline
+measured in the same run:
 
 * RangePublisher and IterablePublisher into a LambdaSubscriber (prefetch 256),
   and RangePublisher one request(1) per item, against a plain ``for`` loop
@@ -16,8 +17,10 @@ over R runs, with ratios to its baseline measured in the same run:
 from __future__ import annotations
 
 import argparse
+import statistics
 import sys
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -122,6 +125,19 @@ def submission(items: int, subscribers: int) -> int:
     return sum(sink.count for sink in sinks)
 
 
+def interleaved(cases: dict[str, Callable[[], int]], repetitions: int) -> list[tuple[str, float]]:
+    """Median items/s of each case, running the cases round-robin ``repetitions`` times.
+
+    Interleaving spreads the load of a shared machine over all cases alike,
+    so their ratios stay meaningful when the absolute rates drift.
+    """
+    rates: dict[str, list[float]] = {name: [] for name in cases}
+    for _ in range(repetitions):
+        for name, run in cases.items():
+            rates[name].append(median_rate(run, 1))
+    return [(name, statistics.median(values)) for name, values in rates.items()]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--items", type=int, default=10_000_000, help="items for the single-subscriber runs")
@@ -129,20 +145,25 @@ def main() -> None:
     args = parser.parse_args()
     n, reps = args.items, args.repetitions
     fan = n // 10  # items for the fan-out runs
-    rows = [
-        ("plain for loop calling on_next", median_rate(lambda: for_loop(n), reps)),
-        ("RangePublisher -> LambdaSubscriber(256)", median_rate(lambda: range_lambda(n), reps)),
-        ("RangePublisher -> request(1) per item", median_rate(lambda: range_one_by_one(n // 10), reps)),
-        ("IterablePublisher(direct) -> LambdaSubscriber", median_rate(
-            lambda: iterable_lambda(n, direct_executor), reps)),
-        ("IterablePublisher(pool) -> LambdaSubscriber", median_rate(lambda: iterable_lambda(n, None), reps)),
-    ]
+    rows = interleaved(
+        {
+            "plain for loop calling on_next": lambda: for_loop(n),
+            "RangePublisher -> LambdaSubscriber(256)": lambda: range_lambda(n),
+            "RangePublisher -> request(1) per item": lambda: range_one_by_one(n // 10),
+            "IterablePublisher(direct) -> LambdaSubscriber": lambda: iterable_lambda(n, direct_executor),
+            "IterablePublisher(pool) -> LambdaSubscriber": lambda: iterable_lambda(n, None),
+        },
+        reps,
+    )
     print_table(f"items/s, median of {reps}, {n:,} items", rows, {"loop": "plain for loop calling on_next"})
-    rows = [
-        ("MulticastProcessor 1 -> 1", median_rate(lambda: multicast(fan, 1), reps)),
-        ("MulticastProcessor 1 -> 4", median_rate(lambda: multicast(fan, 4), reps)),
-        ("SubmissionPublisher 1 -> 4", median_rate(lambda: submission(fan, 4), reps)),
-    ]
+    rows = interleaved(
+        {
+            "MulticastProcessor 1 -> 1": lambda: multicast(fan, 1),
+            "MulticastProcessor 1 -> 4": lambda: multicast(fan, 4),
+            "SubmissionPublisher 1 -> 4": lambda: submission(fan, 4),
+        },
+        reps,
+    )
     print_table(
         f"deliveries/s (items x subscribers), median of {reps}, {fan:,} items",
         rows,

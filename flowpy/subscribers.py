@@ -296,6 +296,12 @@ class AsyncSubscriber(Subscriber[T_contra], ABC):
 # --- LambdaSubscriber ----------------------------------------------------------
 
 
+def _ignore(item: object) -> None:
+    """Drop an item that arrives after the end of the stream (rule 2.8)."""
+    return None
+
+
+
 class LambdaSubscriber(Subscriber[T_contra]):
     """A subscriber made of callbacks that requests in batches.
 
@@ -318,8 +324,8 @@ class LambdaSubscriber(Subscriber[T_contra]):
         [0, 1, 2]
     """
 
-    __slots__ = ("_cancelled", "_consumed", "_done", "_limit", "_next", "_on_complete",
-                 "_on_error", "_prefetch", "_subscription")
+    __slots__ = ("_cancelled", "_deliver", "_done", "_limit", "_next", "_on_complete",
+                 "_on_error", "_prefetch", "_remaining", "_subscription")
 
     def __init__(
         self,
@@ -348,8 +354,10 @@ class LambdaSubscriber(Subscriber[T_contra]):
         self._limit = _replenish_limit(self._prefetch)
         # --- Touched by the signalling thread (serial, rule 1.3) ---------
         self._subscription: Subscription | None = None
-        self._consumed = 0  # items since the last replenishing request
+        self._remaining = self._limit  # items until the next replenishing request
         self._done = False  # terminal seen, or on_next raised
+        # on_next while live, a no-op once done: one call, no flag test per item
+        self._deliver: Callable[[T_contra], object] = on_next
         # --- Set once by cancel(), from any thread ------------------------
         self._cancelled = False
 
@@ -389,22 +397,26 @@ class LambdaSubscriber(Subscriber[T_contra]):
         """
         if item is None:
             raise TypeError("item must not be None (rule 2.13)")
-        if self._done:
-            return
         try:
-            self._next(item)
+            self._deliver(item)
         except BaseException as exc:
             self._fail(exc)
             return
-        consumed = self._consumed + 1
-        if consumed == self._limit:
-            consumed = 0
-            if not self._cancelled:
-                call_subscription(self._subscription, self._limit)  # type: ignore[arg-type]
-        self._consumed = consumed
+        remaining = self._remaining - 1
+        if remaining:
+            self._remaining = remaining
+            return
+        self._remaining = self._limit
+        if not (self._cancelled or self._done):
+            call_subscription(self._subscription, self._limit)  # type: ignore[arg-type]
+
+    def _end(self) -> None:
+        """Ignore all later signals (rule 2.8)."""
+        self._done = True
+        self._deliver = _ignore
 
     def _fail(self, exc: BaseException) -> None:
-        self._done = True
+        self._end()
         subscription = self._subscription
         if subscription is not None:
             call_subscription(subscription, None)
@@ -428,14 +440,14 @@ class LambdaSubscriber(Subscriber[T_contra]):
         _require(error, "error")
         if self._done:
             return
-        self._done = True
+        self._end()
         self._signal_error(error)
 
     def on_complete(self) -> None:
         """Call the ``on_complete`` callback, once."""
         if self._done:
             return
-        self._done = True
+        self._end()
         if self._on_complete is not None:
             try:
                 self._on_complete()
