@@ -549,3 +549,13 @@ def test_iterate_any_prefetch_and_break_point_yields_exact_prefix_then_cancels(
         assert not spy.cancelled.is_set(), "a loop that ran to the end has nothing to cancel"
     else:  # left early: cancelled, unless the publisher had already completed into the buffer
         assert spy.cancelled.is_set() or sum(spy.requests) >= size
+
+
+def test_lambda_subscriber_ignores_items_after_its_terminal_signal() -> None:
+    spy = SpyPublisher()
+    seen: list[int] = []
+    spy.subscribe(LambdaSubscriber(seen.append, lambda error: None, prefetch=4))
+    spy.subscriber.on_error(OSError("over"))  # type: ignore[union-attr]
+    for value in range(8):
+        spy.subscriber.on_next(value)  # type: ignore[union-attr]
+    assert seen == [] and spy.requests == [4]
