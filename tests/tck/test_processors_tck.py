@@ -10,7 +10,7 @@ from flowpy.tck import IdentityProcessorVerification, PublisherVerification, Tes
 
 class _Fast:
     def create_test_environment(self) -> TestEnvironment:
-        return TestEnvironment(300, 30, 10)
+        return TestEnvironment(1000, 30, 10)
 
 
 def _failed_multicast() -> MulticastProcessor[int]:

@@ -17,7 +17,7 @@ from flowpy.tck import (
 
 class _Fast:
     def create_test_environment(self) -> TestEnvironment:
-        return TestEnvironment(300, 30, 10)
+        return TestEnvironment(1000, 30, 10)
 
 
 class _Puppet(SubscriberPuppet):
