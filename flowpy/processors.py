@@ -320,35 +320,20 @@ class MulticastProcessor(Processor[T, T]):
     # --- The drain loop ------------------------------------------------------
 
     def _drain(self) -> None:
+        # Locks are taken with acquire/release rather than `with`: this runs
+        # once per upstream item. Nothing between them can raise.
         lock = self._lock
-        with lock:
-            self._wip += 1
-            if self._wip != 1:
-                return
+        lock.acquire()
+        self._wip += 1
+        if self._wip != 1:
+            lock.release()
+            return
+        view = self._view()
+        lock.release()
         missed = 1
         queue = self._queue
         while True:
-            with lock:
-                # One consistent view per pass. `done` is read before the
-                # queue is checked for emptiness: every item precedes the
-                # terminal signal, so done-then-empty means nothing is left.
-                subscribers = self._subscribers
-                failed: list[_MulticastSubscription[T]] = []
-                upstream = None
-                if self._failures:
-                    self._failures = False
-                    failed = [s for s in subscribers if s.error is not None]
-                    for subscription in failed:
-                        upstream = self._remove(subscription) or upstream
-                    subscribers = self._subscribers
-                demand = -1
-                for subscription in subscribers:
-                    remaining = subscription.requested - subscription.emitted
-                    if demand < 0 or remaining < demand:
-                        demand = remaining
-                done = self._done
-                error = self._error
-                terminated = self._terminated
+            subscribers, demand, failed, upstream, done, error, terminated = view
             for subscription in failed:
                 signal_terminal(subscription.subscriber, subscription.error)
             if upstream is not None:
@@ -361,11 +346,48 @@ class MulticastProcessor(Processor[T, T]):
                 if done and not queue:
                     self._terminate(error)
                     return  # the loop never runs again
-            with lock:
-                self._wip -= missed
-                missed = self._wip
-                if missed == 0:
-                    return
+            lock.acquire()
+            self._wip -= missed
+            missed = self._wip
+            if missed == 0:
+                lock.release()
+                return
+            view = self._view()
+            lock.release()
+
+    def _view(self) -> tuple[
+        tuple[_MulticastSubscription[T], ...],
+        int,
+        list[_MulticastSubscription[T]],
+        Subscription | None,
+        bool,
+        BaseException | None,
+        bool,
+    ]:
+        """One consistent view for a drain pass; detaches subscriptions with invalid requests.
+
+        Returns the subscribers, their least demand, the failed ones (to
+        signal), an upstream to cancel (if the failed were the last), and
+        ``done``, ``error``, ``terminated``. ``done`` is read before the
+        caller checks the queue for emptiness: every item precedes the
+        terminal signal, so done-then-empty means nothing is left.
+        Caller holds self._lock.
+        """
+        subscribers = self._subscribers
+        failed: list[_MulticastSubscription[T]] = []
+        upstream = None
+        if self._failures:
+            self._failures = False
+            failed = [s for s in subscribers if s.error is not None]
+            for subscription in failed:
+                upstream = self._remove(subscription) or upstream
+            subscribers = self._subscribers
+        demand = -1
+        for subscription in subscribers:
+            remaining = subscription.requested - subscription.emitted
+            if demand < 0 or remaining < demand:
+                demand = remaining
+        return subscribers, demand, failed, upstream, self._done, self._error, self._terminated
 
     def _emit(self, subscribers: tuple[_MulticastSubscription[T], ...], demand: int) -> None:
         """Deliver up to ``demand`` queued items to every subscriber; only from the drain loop."""
