@@ -102,30 +102,10 @@ class Accumulating(AsyncSubscriber[int]):
         self.outcome = error
 
 
-class ProbedAccumulating(Accumulating):
-    """Reports on the executor, where AsyncSubscriber handles its signals."""
-
+class ProbedAccumulating(_Probing, Accumulating):
     def __init__(self, executor: Any, probe: WhiteboxSubscriberProbe[int]) -> None:
         super().__init__(executor)
         self.probe = probe
-
-    def _handle_subscribe(self, subscription: flow.Subscription) -> None:
-        first = self._subscription is None
-        super()._handle_subscribe(subscription)
-        if first:
-            self.probe.register_on_subscribe(_Puppet(subscription))
-
-    def when_next(self, item: int) -> bool:
-        self.probe.register_on_next(item)
-        return super().when_next(item)
-
-    def when_complete(self) -> None:
-        super().when_complete()
-        self.probe.register_on_complete()
-
-    def when_error(self, error: BaseException) -> None:
-        super().when_error(error)
-        self.probe.register_on_error(error)
 
 
 class TestAsyncSubscriberBlackbox(_Fast, SubscriberBlackboxVerification[int]):
