@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 
+from flowpy._demand import MAX_DEMAND
+
 __all__ = ["check_positive", "replenish_limit", "run_on_loop"]
 
 
@@ -28,9 +30,10 @@ def replenish_limit(prefetch: int) -> int:
     A consumer that keeps ``prefetch`` items requested asks for more once it
     has consumed three quarters of them (at least one), as Reactor's
     ``limitRate`` does: large enough to batch requests, small enough that the
-    source rarely runs dry while the request travels.
+    source rarely runs dry while the request travels. Unbounded demand
+    (``2**63 - 1``) is never replenished.
     """
-    return max(1, prefetch - (prefetch >> 2))
+    return prefetch if prefetch >= MAX_DEMAND else max(1, prefetch - (prefetch >> 2))
 
 
 def run_on_loop(loop: asyncio.AbstractEventLoop, fn: Callable[[], object]) -> None:
