@@ -6,6 +6,7 @@ import threading
 from typing import Any
 
 from flowpy import flow
+from tests.support import Recorder
 
 
 class ManualSubscription(flow.Subscription):
@@ -48,3 +49,37 @@ class ManualPublisher(flow.Publisher[Any]):
     def subscription(self) -> ManualSubscription:
         (subscription,) = self.subscriptions
         return subscription
+
+
+class WaitingRecorder(Recorder):
+    """A :class:`Recorder` whose signals notify a condition, so a test can wait for a state."""
+
+    def __init__(self, initial: int = 0) -> None:
+        super().__init__(initial)
+        self.changed = threading.Condition()
+
+    def _notify(self) -> None:
+        with self.changed:
+            self.changed.notify_all()
+
+    def on_next(self, item: Any) -> None:
+        super().on_next(item)
+        self._notify()
+
+    def on_error(self, error: BaseException) -> None:
+        super().on_error(error)
+        self._notify()
+
+    def on_complete(self) -> None:
+        super().on_complete()
+        self._notify()
+
+    def wait_for_items(self, count: int, timeout: float = 5.0) -> None:
+        """Wait until ``count`` items have arrived.
+
+        Raises:
+            AssertionError: if they have not within ``timeout`` seconds.
+        """
+        with self.changed:
+            arrived = self.changed.wait_for(lambda: len(self.items) >= count, timeout)
+        assert arrived, f"{len(self.items)} of {count} items arrived within {timeout} s"
