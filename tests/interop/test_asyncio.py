@@ -88,14 +88,14 @@ def test_to_async_iterator_requests_prefetch_then_three_quarters_at_a_time() -> 
 def test_to_async_iterator_never_more_than_prefetch_outstanding(
     prefetch: int, bursts: list[int], takes: list[int]
 ) -> None:
-    """Whatever the publisher sends within demand and however the consumer takes, requested - taken <= prefetch."""
+    """However the publisher sends (within demand) and the consumer takes: requested - taken <= prefetch."""
     publisher = ManualPublisher()
 
     async def run() -> None:
         iterator = to_async_iterator(publisher, prefetch=prefetch)
         subscription = publisher.subscription
         sent = taken = 0
-        for burst, take in zip(bursts, takes):
+        for burst, take in zip(bursts, takes, strict=False):
             burst = min(burst, subscription.requested - sent)  # a publisher obeys rule 1.1
             for _ in range(burst):
                 publisher.subscriber.on_next(sent)
