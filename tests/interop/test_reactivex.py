@@ -177,7 +177,9 @@ def manual_subject(strategy: Any, capacity: int = 4, on_drop: Any = None) -> tup
 ]:
     subject: Subject[int] = Subject()
     executor = ManualExecutor()
-    publisher = from_observable(subject, strategy=strategy, capacity=capacity, on_drop=on_drop, executor=executor)
+    publisher = from_observable(
+        subject, strategy=strategy, capacity=capacity, on_drop=on_drop, executor=executor
+    )
     recorder = Recorder()
     publisher.subscribe(recorder)
     return subject, recorder, executor
@@ -320,7 +322,8 @@ def test_from_observable_executor_refusal_becomes_on_error() -> None:
     ({"capacity": 1.5}, TypeError, r"^capacity must be an int, got 1\.5$"),
     ({"strategy": "drop", "on_drop": 3}, TypeError, r"^on_drop must be callable or None, got 3$"),
     ({"strategy": "buffer", "on_drop": print}, ValueError,
-     r"^on_drop must be None with strategy='buffer', which never drops items; use strategy='drop' or 'latest'$"),
+     r"^on_drop must be None with strategy='buffer', which never drops items; "
+     r"use strategy='drop' or 'latest'$"),
     ({"executor": None}, TypeError, r"^executor must not be None; leave it out to use the default executor$"),
 ])
 def test_from_observable_rejects_bad_arguments(kwargs: dict[str, Any], kind: type, message: str) -> None:
@@ -346,7 +349,9 @@ steps = st.lists(
 
 
 @settings(max_examples=150, deadline=None)
-@given(strategy=st.sampled_from(["buffer", "drop", "latest", "error"]), capacity=st.integers(1, 6), steps=steps)
+@given(
+    strategy=st.sampled_from(["buffer", "drop", "latest", "error"]), capacity=st.integers(1, 6), steps=steps
+)
 def test_from_observable_random_schedule_accounts_for_every_item(
     strategy: Any, capacity: int, steps: list[tuple[str, int]]
 ) -> None:
