@@ -803,3 +803,16 @@ def test_direct_executor_runs_signals_inside_the_calls_and_allows_reentrant_subm
     assert recorder.items == [1, 11]
     publisher.close()
     assert recorder.completed and recorder.threads == {threading.get_ident()}
+
+
+def test_delivers_exactly_the_demand_when_more_is_buffered() -> None:
+    publisher, executor = manual()
+    recorder = Recorder()
+    publisher.subscribe(recorder)
+    executor.run_all()
+    for i in range(3):
+        publisher.submit(i)
+    recorder.request(2)
+    executor.run_all()
+    assert recorder.items == [0, 1] and recorder.violations == []
+    assert publisher.estimate_minimum_demand() == -1
