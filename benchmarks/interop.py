@@ -1,0 +1,167 @@
+"""Throughput of the interop adapters against what each library does alone, in one run.
+
+    python benchmarks/interop.py [--items N] [--rx-items M] [--repetitions R]
+
+Two tables of median items/s and ratios:
+
+* asyncio: ``async for`` over a SubmissionPublisher fed by a producer thread
+  (to_async_iterator, prefetch 256), against the plain asyncio hand-off an
+  application would write instead: an ``asyncio.Queue(256)`` between a
+  producer task and a consumer task on the same loop. Target: at least 0.7x.
+* reactivex: handing items to another thread with ``observe_on`` on a
+  one-thread ``ThreadPoolScheduler``, against a SubmissionPublisher (capacity
+  256, default executor) fed by the calling thread, on the same items
+  (``--rx-items``, fewer by default because ``observe_on`` is slow).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+import threading
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import reactivex
+from reactivex import operators
+from reactivex.scheduler import ThreadPoolScheduler
+
+from benchmarks._common import median_rate, print_table
+from flowpy.flow import Subscriber, Subscription
+from flowpy.interop.asyncio import to_async_iterator
+from flowpy.submission import SubmissionPublisher
+
+CAPACITY = 256
+MAX = 2**63 - 1
+
+
+# --- asyncio -------------------------------------------------------------------------
+
+
+def asyncio_queue(items: int) -> int:
+    """Producer task -> asyncio.Queue(256) -> consumer task, on one loop."""
+
+    async def run() -> int:
+        queue: asyncio.Queue[int | None] = asyncio.Queue(CAPACITY)
+
+        async def produce() -> None:
+            for i in range(items):
+                await queue.put(i)
+            await queue.put(None)
+
+        producer = asyncio.ensure_future(produce())
+        count = 0
+        while (await queue.get()) is not None:
+            count += 1
+        await producer
+        return count
+
+    return asyncio.run(run())
+
+
+def flowpy_async_for(items: int) -> int:
+    """Producer thread -> SubmissionPublisher(256) -> to_async_iterator(prefetch=256) -> async for."""
+
+    async def run() -> int:
+        publisher: SubmissionPublisher[int] = SubmissionPublisher(max_buffer_capacity=CAPACITY)
+        iterator = to_async_iterator(publisher, prefetch=CAPACITY)
+
+        def produce() -> None:
+            for i in range(items):
+                publisher.submit(i)
+            publisher.close()
+
+        producer = threading.Thread(target=produce)
+        producer.start()
+        count = 0
+        async for _ in iterator:
+            count += 1
+        producer.join()
+        return count
+
+    return asyncio.run(run())
+
+
+# --- reactivex -------------------------------------------------------------------------
+
+
+def rx_observe_on(items: int) -> int:
+    """reactivex.from_iterable -> observe_on(ThreadPoolScheduler(1)) -> observer."""
+    scheduler = ThreadPoolScheduler(1)
+    done = threading.Event()
+    count = 0
+
+    def on_next(_item: int) -> None:
+        nonlocal count
+        count += 1
+
+    reactivex.from_iterable(range(items)).pipe(operators.observe_on(scheduler)).subscribe(
+        on_next, lambda error: done.set(), done.set
+    )
+    done.wait()
+    scheduler.executor.shutdown()
+    return count
+
+
+class Counter(Subscriber[int]):
+    """Requests everything and counts."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.done = threading.Event()
+
+    def on_subscribe(self, subscription: Subscription) -> None:
+        subscription.request(MAX)
+
+    def on_next(self, item: int) -> None:
+        self.count += 1
+
+    def on_error(self, error: BaseException) -> None:
+        self.done.set()
+
+    def on_complete(self) -> None:
+        self.done.set()
+
+
+def flowpy_submission(items: int) -> int:
+    """Calling thread -> SubmissionPublisher(256) on the default executor -> subscriber."""
+    publisher: SubmissionPublisher[int] = SubmissionPublisher(max_buffer_capacity=CAPACITY)
+    counter = Counter()
+    publisher.subscribe(counter)
+    for i in range(items):
+        publisher.submit(i)
+    publisher.close()
+    counter.done.wait()
+    return counter.count
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--items", type=int, default=1_000_000, help="items per asyncio run")
+    parser.add_argument("--rx-items", type=int, default=100_000, help="items per reactivex run")
+    parser.add_argument("--repetitions", type=int, default=5, help="runs per case; the median is reported")
+    args = parser.parse_args()
+    items, rx_items, repetitions = args.items, args.rx_items, args.repetitions
+
+    print_table(
+        f"asyncio: {items:,} items, median of {repetitions}",
+        [
+            ("asyncio.Queue(256), producer task", median_rate(lambda: asyncio_queue(items), repetitions)),
+            ("flowpy -> async for, producer thread", median_rate(lambda: flowpy_async_for(items), repetitions)),
+        ],
+        {"Queue": "asyncio.Queue(256), producer task"},
+    )
+    print_table(
+        f"reactivex: {rx_items:,} items, median of {repetitions}",
+        [
+            ("rx observe_on(ThreadPoolScheduler(1))", median_rate(lambda: rx_observe_on(rx_items), repetitions)),
+            ("flowpy SubmissionPublisher(256)", median_rate(lambda: flowpy_submission(rx_items), repetitions)),
+        ],
+        {"observe_on": "rx observe_on(ThreadPoolScheduler(1))"},
+    )
+
+
+if __name__ == "__main__":
+    main()
