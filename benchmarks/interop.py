@@ -8,6 +8,8 @@ Two tables of median items/s and ratios:
   (to_async_iterator, prefetch 256), against the plain asyncio hand-off an
   application would write instead: an ``asyncio.Queue(256)`` between a
   producer task and a consumer task on the same loop. Target: at least 0.7x.
+  For the cost of the adapters alone, a third row runs both ends on one loop:
+  an async generator through from_async_iterable and back to ``async for``.
 * reactivex: handing items to another thread with ``observe_on`` on a
   one-thread ``ThreadPoolScheduler``, against a SubmissionPublisher (capacity
   256, default executor) fed by the calling thread, on the same items
@@ -20,6 +22,7 @@ import argparse
 import asyncio
 import sys
 import threading
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -30,7 +33,7 @@ from reactivex.scheduler import ThreadPoolScheduler
 
 from benchmarks._common import median_rate, print_table
 from flowpy.flow import Subscriber, Subscription
-from flowpy.interop.asyncio import to_async_iterator
+from flowpy.interop.asyncio import from_async_iterable, to_async_iterator
 from flowpy.submission import SubmissionPublisher
 
 CAPACITY = 256
@@ -79,6 +82,23 @@ def flowpy_async_for(items: int) -> int:
         async for _ in iterator:
             count += 1
         producer.join()
+        return count
+
+    return asyncio.run(run())
+
+
+def flowpy_same_loop(items: int) -> int:
+    """Async generator -> from_async_iterable (on this loop) -> to_async_iterator(prefetch=256) -> async for."""
+
+    async def run() -> int:
+        async def produce() -> AsyncIterator[int]:
+            for i in range(items):
+                yield i
+
+        publisher = from_async_iterable(produce(), loop=asyncio.get_running_loop())
+        count = 0
+        async for _ in to_async_iterator(publisher, prefetch=CAPACITY):
+            count += 1
         return count
 
     return asyncio.run(run())
@@ -150,6 +170,7 @@ def main() -> None:
         [
             ("asyncio.Queue(256), producer task", median_rate(lambda: asyncio_queue(items), repetitions)),
             ("flowpy -> async for, producer thread", median_rate(lambda: flowpy_async_for(items), repetitions)),
+            ("flowpy from_async_iterable -> async for", median_rate(lambda: flowpy_same_loop(items), repetitions)),
         ],
         {"Queue": "asyncio.Queue(256), producer task"},
     )
