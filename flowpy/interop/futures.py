@@ -24,7 +24,7 @@ import threading
 from collections.abc import Callable
 from concurrent.futures import Future, InvalidStateError
 from contextlib import suppress
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from flowpy import flow
 from flowpy._demand import MAX_DEMAND, check_request
@@ -71,21 +71,25 @@ class _FutureSubscription(flow.Subscription, Generic[T]):
             self._subscriber = None
 
     def _try_signal(self) -> None:
-        """Signal the terminal sequence once: on a request error, or once requested and settled.
+        """Signal the end once it is due; exactly one caller wins the subscriber.
 
-        Called from ``request`` and from the future's done callback; the lock
-        lets exactly one of them claim the subscriber.
+        A rule 3.9 error, a failed or cancelled future and a ``None`` result
+        are signalled as soon as known (rules 1.4, 2.9, 2.10); a value waits
+        for a request (rule 1.1). Called from ``request`` and from the
+        future's done callback.
         """
+        future = self._future
         with self._lock:
             subscriber = self._subscriber
             error = self._error
-            if subscriber is None or (error is None and not (self._requested and self._future.done())):
+            if subscriber is None or (error is None and not future.done()):
+                return
+            if error is None and not self._requested and _has_value(future):
                 return
             self._subscriber = None
         if error is not None:
             subscriber.on_error(error)
             return
-        future = self._future
         try:
             value = future.result(timeout=0)
         except BaseException as exc:  # the future's exception, or CancelledError
@@ -94,6 +98,11 @@ class _FutureSubscription(flow.Subscription, Generic[T]):
         if value is not None:
             subscriber.on_next(value)
         subscriber.on_complete()
+
+
+def _has_value(future: Future[Any]) -> bool:
+    """Whether a settled ``future`` holds an item: a result that is not ``None``."""
+    return not future.cancelled() and future.exception(timeout=0) is None and future.result(timeout=0) is not None
 
 
 class _FuturePublisher(flow.Publisher[T]):
@@ -114,7 +123,7 @@ class _FuturePublisher(flow.Publisher[T]):
             raise TypeError("subscriber must not be None (rule 1.9)")
         subscription = _FutureSubscription(self._future, subscriber)
         subscriber.on_subscribe(subscription)
-        self._future.add_done_callback(lambda _future: subscription._try_signal())
+        self._future.add_done_callback(lambda _future: subscription._try_signal())  # at once if settled
 
     def __repr__(self) -> str:
         return f"<from_future {self._future!r}>"
@@ -124,11 +133,12 @@ def from_future(future: Future[T]) -> flow.Publisher[T]:
     """Return a publisher of the value that ``future`` settles with.
 
     Each subscriber gets ``on_next(value)`` then ``on_complete()`` once it
-    has requested and the future has a result; a result of ``None`` completes
-    without an item (items are never ``None``, rule 2.13). A failed future
-    signals ``on_error`` with its exception, a cancelled one with
-    :class:`concurrent.futures.CancelledError`. Cancelling a subscription
-    does not cancel the future, which other code may share.
+    has requested and the future has a result. A result of ``None``
+    completes without an item (items are never ``None``, rule 2.13); a
+    failed future signals ``on_error`` with its exception, a cancelled one
+    with :class:`concurrent.futures.CancelledError`; these need no request
+    (rules 1.4, 2.9, 2.10). Cancelling a subscription does not cancel the
+    future, which other code may share.
 
     Args:
         future: a :class:`concurrent.futures.Future`, settled or not.

@@ -49,27 +49,27 @@ def test_from_future_pending_future_signals_on_the_settling_thread() -> None:
     assert recorder.threads == {threading.get_ident(), thread.ident}
 
 
-def test_from_future_failed_future_signals_the_same_exception() -> None:
+def test_from_future_failed_future_signals_the_same_exception_without_request() -> None:
     future: Future[int] = Future()
     error = OSError("disk gone")
     future.set_exception(error)
-    recorder = Recorder(initial=1)
+    recorder = Recorder()
     from_future(future).subscribe(recorder)
     assert recorder.kinds() == ["on_subscribe", "on_error"]
     assert recorder.error is error
 
 
-def test_from_future_cancelled_future_signals_cancelled_error() -> None:
+def test_from_future_cancelled_future_signals_cancelled_error_without_request() -> None:
     future: Future[int] = Future()
     assert future.cancel()
-    recorder = Recorder(initial=1)
+    recorder = Recorder()
     from_future(future).subscribe(recorder)
     assert recorder.kinds() == ["on_subscribe", "on_error"]
     assert isinstance(recorder.error, CancelledError)
 
 
-def test_from_future_none_result_completes_without_item() -> None:
-    recorder = Recorder(initial=1)
+def test_from_future_none_result_completes_without_item_or_request() -> None:
+    recorder = Recorder()
     from_future(settled(None)).subscribe(recorder)
     assert recorder.kinds() == ["on_subscribe", "on_complete"]
 
@@ -88,6 +88,14 @@ def test_from_future_bad_request_signals_error_not_item(n: Any, kind: type, mess
     assert isinstance(recorder.error, kind)
     with pytest.raises(kind, match=message):
         raise recorder.error  # type: ignore[misc]
+
+
+def test_from_future_failure_while_subscribed_signals_at_once() -> None:
+    future: Future[int] = Future()
+    recorder = Recorder()
+    from_future(future).subscribe(recorder)
+    future.set_exception(EOFError())
+    assert recorder.kinds() == ["on_subscribe", "on_error"]
 
 
 def test_from_future_cancel_before_settling_signals_nothing() -> None:
