@@ -101,7 +101,8 @@ def _resolve_loop(loop: asyncio.AbstractEventLoop | None) -> asyncio.AbstractEve
 
 
 def _report(loop: asyncio.AbstractEventLoop, who: object, exc: BaseException) -> None:
-    loop.call_exception_handler({"message": f"{who!r} raised from a signal (rule 2.13)", "exception": exc})
+    """Tell the loop's exception handler that rsocket code raised where it must not (rules 2.13, 3.15)."""
+    loop.call_exception_handler({"message": f"{who!r} raised where it must return normally", "exception": exc})
 
 
 # --- flowpy publisher -> rsocket subscriber -------------------------------------------
@@ -476,10 +477,13 @@ class _Inbound(RSocketSubscriber, Generic[T]):  # type: ignore[misc]
             return  # rule 3.6
         self._pending = add_demand(self._pending, n)
         connect, self._connect = self._connect, None
-        if connect is not None:
-            connect(self)
-        elif self._rsocket is not None:
-            self._flush()
+        try:
+            if connect is not None:
+                connect(self)
+            elif self._rsocket is not None:
+                self._flush()
+        except Exception as exc:  # rsocket refused: the stream ends with its error
+            self.halt(exc)
 
     def halt(self, error: BaseException | None) -> None:
         subscriber = self._end()
@@ -487,7 +491,10 @@ class _Inbound(RSocketSubscriber, Generic[T]):  # type: ignore[misc]
             return  # rule 3.7
         self._connect = None
         if self._rsocket is not None:
-            self._rsocket.cancel()
+            try:
+                self._rsocket.cancel()
+            except Exception as exc:  # cancel must not fail the caller (rule 3.15)
+                _report(self._loop, self._rsocket, exc)
         if error is not None:
             subscriber.on_error(error)
 

@@ -344,6 +344,24 @@ def test_from_rsocket_publisher_bad_request_cancels_and_signals_error(n: Any, ki
     assert requester.cancelled
 
 
+def test_from_rsocket_publisher_refused_stream_becomes_on_error() -> None:
+    refusal = ConnectionError("no connection")
+
+    class Refusing(FakeRequester):
+        def subscribe(self, subscriber: Any) -> None:
+            raise refusal
+
+    async def run() -> Recorder:
+        recorder = Recorder(initial=1)
+        from_rsocket_publisher(Refusing()).subscribe(recorder)
+        await settle()
+        return recorder
+
+    recorder = asyncio.run(run())
+    assert recorder.kinds() == ["on_subscribe", "on_error"]
+    assert recorder.error is refusal
+
+
 def test_from_rsocket_publisher_serves_one_subscriber() -> None:
     requester = FakeRequester()
 
