@@ -198,7 +198,12 @@ async def _iterate(inbox: _Inbox[T], limit: int) -> AsyncGenerator[T, None]:
                     raise error
                 return
             else:
-                await inbox.park()
+                # Run the loop once before parking: under the GIL this lets the
+                # publisher's threads deliver, and a batch on its way arrives
+                # without the cost of a future and a cross-thread wake-up.
+                await asyncio.sleep(0)
+                if not items and not inbox._done:
+                    await inbox.park()
     finally:  # break (once the generator is garbage), aclose(), task cancellation, or the end
         inbox.cancel()
 

@@ -127,8 +127,8 @@ def test_to_async_iterator_wakes_parked_consumer_once_per_batch() -> None:
         loop.call_soon_threadsafe = counting  # type: ignore[method-assign]
         iterator = to_async_iterator(publisher, prefetch=256)
         first = asyncio.ensure_future(iterator.__anext__())
-        await asyncio.sleep(0)  # let the consumer park
-        assert iterator._inbox._waiter is not None
+        while iterator._inbox._waiter is None:  # let the consumer park
+            await asyncio.sleep(0)
         for i in range(200):  # a burst while the consumer is parked
             publisher.subscriber.on_next(i)
         items = [await first] + [await iterator.__anext__() for _ in range(199)]
