@@ -9,7 +9,9 @@ Two tables of median items/s and ratios:
   application would write instead: an ``asyncio.Queue(256)`` between a
   producer task and a consumer task on the same loop. Target: at least 0.7x.
   For the cost of the adapters alone, a third row runs both ends on one loop:
-  an async generator through from_async_iterable and back to ``async for``.
+  an async generator through from_async_iterable and back to ``async for``;
+  a fourth is the ceiling of the first, the SubmissionPublisher with a no-op
+  subscriber and no event loop at all.
 * reactivex: handing items to another thread with ``observe_on`` on a
   one-thread ``ThreadPoolScheduler``, against a SubmissionPublisher (capacity
   256, default executor) fed by the calling thread, on the same items
@@ -171,8 +173,9 @@ def main() -> None:
             ("asyncio.Queue(256), producer task", median_rate(lambda: asyncio_queue(items), repetitions)),
             ("flowpy -> async for, producer thread", median_rate(lambda: flowpy_async_for(items), repetitions)),
             ("flowpy from_async_iterable -> async for", median_rate(lambda: flowpy_same_loop(items), repetitions)),
+            ("SubmissionPublisher alone, no-op subscriber", median_rate(lambda: flowpy_submission(items), repetitions)),
         ],
-        {"Queue": "asyncio.Queue(256), producer task"},
+        {"Queue": "asyncio.Queue(256), producer task", "alone": "SubmissionPublisher alone, no-op subscriber"},
     )
     print_table(
         f"reactivex: {rx_items:,} items, median of {repetitions}",

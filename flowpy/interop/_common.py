@@ -7,7 +7,13 @@ from collections.abc import Callable
 
 from flowpy._demand import MAX_DEMAND
 
-__all__ = ["check_positive", "replenish_limit", "run_on_loop"]
+__all__ = ["check_positive", "replenish_limit", "require", "run_on_loop"]
+
+
+def require(value: object, name: str) -> None:
+    """Raise ``TypeError("<name> must not be None")`` if ``value`` is ``None``."""
+    if value is None:
+        raise TypeError(f"{name} must not be None")
 
 
 def check_positive(name: str, value: object) -> int:

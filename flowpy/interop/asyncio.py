@@ -35,7 +35,7 @@ from typing import Generic, TypeVar
 from flowpy import flow
 from flowpy._demand import MAX_DEMAND, add_demand, check_request
 from flowpy.flow import default_buffer_size
-from flowpy.interop._common import check_positive, replenish_limit, run_on_loop
+from flowpy.interop._common import check_positive, replenish_limit, require, run_on_loop
 from flowpy.interop.futures import collect
 
 __all__ = ["PublisherAsyncIterator", "collect_async", "from_async_iterable", "to_async_iterator"]
@@ -270,8 +270,7 @@ def to_async_iterator(
         TypeError: if ``publisher`` is ``None`` or ``prefetch`` is not an int.
         ValueError: if ``prefetch`` is not positive.
     """
-    if publisher is None:
-        raise TypeError("publisher must not be None")
+    require(publisher, "publisher")
     return PublisherAsyncIterator(publisher, check_positive("prefetch", prefetch))
 
 

@@ -28,6 +28,7 @@ from typing import Any, Generic, TypeVar
 
 from flowpy import flow
 from flowpy._demand import MAX_DEMAND, check_request
+from flowpy.interop._common import require
 
 __all__ = ["collect", "consume", "from_future"]
 
@@ -229,8 +230,7 @@ def consume(publisher: flow.Publisher[T], fn: Callable[[T], object]) -> Future[N
     Raises:
         TypeError: if ``publisher`` is ``None`` or ``fn`` is not callable.
     """
-    if publisher is None:
-        raise TypeError("publisher must not be None")
+    require(publisher, "publisher")
     if not callable(fn):
         raise TypeError(f"fn must be callable, got {fn!r}")
     future: Future[None] = Future()
@@ -248,8 +248,7 @@ def collect(publisher: flow.Publisher[T]) -> Future[list[T]]:
     Raises:
         TypeError: if ``publisher`` is ``None``.
     """
-    if publisher is None:
-        raise TypeError("publisher must not be None")
+    require(publisher, "publisher")
     items: list[T] = []
     future: Future[list[T]] = Future()
     publisher.subscribe(_ConsumerSubscriber(items.append, future, items))

@@ -36,7 +36,7 @@ from flowpy._demand import MAX_DEMAND, add_demand, check_request
 from flowpy.errors import MissingBackpressureError
 from flowpy.executors import Executor, Task, as_execute, default_executor
 from flowpy.flow import default_buffer_size
-from flowpy.interop._common import check_positive, replenish_limit
+from flowpy.interop._common import check_positive, replenish_limit, require
 
 __all__ = ["DropHandler", "Strategy", "from_observable", "to_observable"]
 
@@ -140,8 +140,7 @@ def to_observable(publisher: flow.Publisher[T], *, request_batch: int = 128) -> 
         TypeError: if ``publisher`` is ``None`` or ``request_batch`` is not an int.
         ValueError: if ``request_batch`` is not positive.
     """
-    if publisher is None:
-        raise TypeError("publisher must not be None")
+    require(publisher, "publisher")
     batch = check_positive("request_batch", request_batch)
 
     def subscribe(observer: abc.ObserverBase[T], scheduler: abc.SchedulerBase | None = None) -> Disposable:

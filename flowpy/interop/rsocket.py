@@ -54,7 +54,7 @@ from flowpy import flow
 from flowpy import reactivestreams as frs
 from flowpy._demand import add_demand, check_request
 from flowpy.errors import MissingBackpressureError
-from flowpy.interop._common import run_on_loop
+from flowpy.interop._common import require, run_on_loop
 
 __all__ = [
     "MAX_REQUEST_N",
@@ -330,8 +330,7 @@ def to_rsocket_publisher(
     Raises:
         TypeError: if ``publisher`` is ``None`` or ``loop`` is not an event loop.
     """
-    if publisher is None:
-        raise TypeError("publisher must not be None")
+    require(publisher, "publisher")
     if loop is not None and not isinstance(loop, asyncio.AbstractEventLoop):
         raise TypeError(f"loop must be an asyncio event loop, got {loop!r}")
     return _FlowpyPublisherAsRSocket(publisher, loop)
@@ -354,8 +353,7 @@ def from_rsocket_subscriber(
         TypeError: if ``subscriber`` is ``None`` or ``loop`` is not an event loop.
         RuntimeError: if no loop is given and none is running here.
     """
-    if subscriber is None:
-        raise TypeError("subscriber must not be None")
+    require(subscriber, "subscriber")
     return _Outbound(subscriber, _resolve_loop(loop))
 
 
@@ -596,8 +594,7 @@ def from_rsocket_publisher(
         TypeError: if ``publisher`` is ``None`` or ``loop`` is not an event loop.
         RuntimeError: if no loop is given and none is running here.
     """
-    if publisher is None:
-        raise TypeError("publisher must not be None")
+    require(publisher, "publisher")
     return _RSocketPublisherAsFlowpy(publisher, _resolve_loop(loop))
 
 
@@ -619,6 +616,5 @@ def to_rsocket_subscriber(
         TypeError: if ``subscriber`` is ``None`` or ``loop`` is not an event loop.
         RuntimeError: if no loop is given and none is running here.
     """
-    if subscriber is None:
-        raise TypeError("subscriber must not be None")
+    require(subscriber, "subscriber")
     return _Inbound(subscriber, _resolve_loop(loop), None)

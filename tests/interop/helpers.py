@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from typing import Any
 
@@ -83,3 +84,17 @@ class WaitingRecorder(Recorder):
         with self.changed:
             arrived = self.changed.wait_for(lambda: len(self.items) >= count, timeout)
         assert arrived, f"{len(self.items)} of {count} items arrived within {timeout} s"
+
+
+class ThreadsafeCallCounter:
+    """Counts the ``call_soon_threadsafe`` calls made on ``loop`` from now on."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.calls = 0
+        original = loop.call_soon_threadsafe
+
+        def counting(*args: Any, **kwargs: Any) -> Any:
+            self.calls += 1
+            return original(*args, **kwargs)
+
+        loop.call_soon_threadsafe = counting  # type: ignore[method-assign]

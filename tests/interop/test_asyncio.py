@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from flowpy import direct_executor
 from flowpy.interop.asyncio import collect_async, from_async_iterable, to_async_iterator
 from flowpy.submission import SubmissionPublisher
-from tests.interop.helpers import ManualPublisher, ManualSubscription, WaitingRecorder
+from tests.interop.helpers import ManualPublisher, ManualSubscription, ThreadsafeCallCounter, WaitingRecorder
 from tests.support import Recorder
 
 pytestmark = pytest.mark.timeout(60)
@@ -115,16 +115,7 @@ def test_to_async_iterator_wakes_parked_consumer_once_per_batch() -> None:
     publisher = ManualPublisher()
 
     async def run() -> tuple[list[int], int]:
-        loop = asyncio.get_running_loop()
-        calls = 0
-        original = loop.call_soon_threadsafe
-
-        def counting(*args: Any, **kwargs: Any) -> Any:
-            nonlocal calls
-            calls += 1
-            return original(*args, **kwargs)
-
-        loop.call_soon_threadsafe = counting  # type: ignore[method-assign]
+        counter = ThreadsafeCallCounter(asyncio.get_running_loop())
         iterator = to_async_iterator(publisher, prefetch=256)
         first = asyncio.ensure_future(iterator.__anext__())
         while iterator._inbox._waiter is None:  # let the consumer park
@@ -133,7 +124,7 @@ def test_to_async_iterator_wakes_parked_consumer_once_per_batch() -> None:
             publisher.subscriber.on_next(i)
         items = [await first] + [await iterator.__anext__() for _ in range(199)]
         await iterator.aclose()
-        return items, calls
+        return items, counter.calls
 
     items, calls = asyncio.run(run())
     assert items == list(range(200))
@@ -187,20 +178,19 @@ def test_to_async_iterator_break_cancels_the_subscription() -> None:
         assert publisher.number_of_subscribers == 0
 
 
-def test_to_async_iterator_task_cancel_cancels_the_subscription() -> None:
+async def iterate(publisher: Any) -> None:
+    async for _ in to_async_iterator(publisher):
+        pytest.fail("no item was sent")
+
+
+@pytest.mark.parametrize("consume", [iterate, collect_async])
+def test_consuming_task_cancel_cancels_the_subscription(consume: Any) -> None:
     publisher = ManualPublisher()
 
     async def run() -> None:
-        started = asyncio.Event()
-
-        async def consume() -> None:
-            iterator = to_async_iterator(publisher)
-            started.set()
-            async for _ in iterator:
-                pytest.fail("no item was sent")
-
-        task = asyncio.ensure_future(consume())
-        await started.wait()
+        task = asyncio.ensure_future(consume(publisher))
+        while not publisher.subscriptions:
+            await asyncio.sleep(0)
         await asyncio.sleep(0)
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
@@ -291,20 +281,6 @@ def test_collect_async_returns_all_items() -> None:
         return await collecting
 
     assert asyncio.run(run()) == list(range(5000))
-
-
-def test_collect_async_task_cancel_cancels_the_subscription() -> None:
-    publisher = ManualPublisher()
-
-    async def run() -> None:
-        task = asyncio.ensure_future(collect_async(publisher))
-        await asyncio.sleep(0)
-        task.cancel()
-        with pytest.raises(asyncio.CancelledError):
-            await task
-
-    asyncio.run(run())
-    assert publisher.subscription.cancelled.is_set()
 
 
 # --- from_async_iterable -------------------------------------------------------------

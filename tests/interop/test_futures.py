@@ -120,7 +120,7 @@ def test_from_future_every_subscriber_gets_the_value() -> None:
     assert all(r.completed and not r.violations for r in recorders)
 
 
-def test_from_future_concurrent_request_and_settle_signal_exactly_once(fast_switching: None) -> None:
+def test_from_future_concurrent_request_and_settle_signal_exactly_once(tiny_switch_interval: None) -> None:
     for _ in range(200):
         future: Future[int] = Future()
         recorder = Recorder()

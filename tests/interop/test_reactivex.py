@@ -388,7 +388,7 @@ def test_from_observable_random_schedule_accounts_for_every_item(
         )
 
 
-def test_from_observable_threads_emitting_and_requesting_lose_nothing(fast_switching: None) -> None:
+def test_from_observable_threads_emitting_and_requesting_lose_nothing(tiny_switch_interval: None) -> None:
     for _ in range(20):
         subject: Subject[int] = Subject()
         recorder = WaitingRecorder()

@@ -31,7 +31,7 @@ from flowpy.interop.rsocket import (
     to_rsocket_subscriber,
 )
 from flowpy.submission import SubmissionPublisher
-from tests.interop.helpers import ManualPublisher
+from tests.interop.helpers import ManualPublisher, ThreadsafeCallCounter
 from tests.support import Recorder
 
 pytestmark = pytest.mark.timeout(90)
@@ -144,19 +144,10 @@ def test_from_rsocket_subscriber_hands_items_to_the_loop_in_one_batch() -> None:
 
     async def run() -> tuple[RSocketRecorder, int]:
         loop = asyncio.get_running_loop()
-        calls = 0
-        original = loop.call_soon_threadsafe
-
-        def counting(*args: Any, **kwargs: Any) -> Any:
-            nonlocal calls
-            calls += 1
-            return original(*args, **kwargs)
-
-        loop.call_soon_threadsafe = counting  # type: ignore[method-assign]
         rsocket_subscriber = RSocketRecorder(initial=MAX_REQUEST_N)
         publisher.subscribe(from_rsocket_subscriber(rsocket_subscriber))
         await settle()
-        calls = 0
+        counter = ThreadsafeCallCounter(loop)
 
         def burst() -> None:
             for i in range(1000):
@@ -167,7 +158,7 @@ def test_from_rsocket_subscriber_hands_items_to_the_loop_in_one_batch() -> None:
         loop.call_soon(thread.start)
         loop.call_soon(thread.join)  # the loop is busy until the whole burst has arrived
         await settle()
-        return rsocket_subscriber, calls
+        return rsocket_subscriber, counter.calls
 
     rsocket_subscriber, calls = asyncio.run(run())
     assert rsocket_subscriber.items == list(range(1000))
