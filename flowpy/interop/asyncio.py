@@ -35,7 +35,14 @@ from typing import Generic, TypeVar
 from flowpy import flow
 from flowpy._demand import MAX_DEMAND, add_demand, check_request
 from flowpy.flow import default_buffer_size
-from flowpy.interop._common import check_positive, replenish_limit, require, run_on_loop
+from flowpy.interop._common import (
+    ForwardingSubscriber,
+    check_positive,
+    post_to_loop,
+    replenish_limit,
+    require,
+    run_on_loop,
+)
 from flowpy.interop.futures import collect
 
 __all__ = ["PublisherAsyncIterator", "collect_async", "from_async_iterable", "to_async_iterator"]
@@ -69,48 +76,24 @@ def _resolve(waiter: asyncio.Future[None]) -> None:
         waiter.set_result(None)
 
 
-class _Inbox(flow.Subscriber[T]):
+class _Inbox(ForwardingSubscriber[T]):
     """The subscriber behind :class:`PublisherAsyncIterator`; signals may come from any thread."""
 
-    __slots__ = (
-        "_cancelled",
-        "_done",
-        "_error",
-        "_items",
-        "_lock",
-        "_loop",
-        "_prefetch",
-        "_subscription",
-        "_waiter",
-    )
+    __slots__ = ("_done", "_error", "_items", "_lock", "_loop", "_waiter")
 
     def __init__(self, prefetch: int) -> None:
-        self._prefetch = prefetch
+        super().__init__(prefetch)
         # Appended by on_next; popped only by the consuming task. Holds at most
         # prefetch items: the task requests only what it has popped.
         self._items: deque[T] = deque()
         self._done = False  # set by on_complete/on_error after the last append
         self._error: BaseException | None = None  # written before _done
-        self._cancelled = False  # set once by cancel(); never cleared
-        self._subscription: flow.Subscription | None = None  # written once, by on_subscribe
         # --- Guarded by self._lock: the parked consumer ------------------
         self._lock = threading.Lock()
         self._waiter: asyncio.Future[None] | None = None  # the future the task awaits, if parked
         self._loop: asyncio.AbstractEventLoop | None = None  # the loop of the last waiter
 
     # Subscriber side (the publisher's threads)
-
-    def on_subscribe(self, subscription: flow.Subscription) -> None:
-        if subscription is None:
-            raise TypeError("subscription must not be None (rule 2.13)")
-        if self._subscription is not None:
-            subscription.cancel()  # rule 2.5
-            return
-        self._subscription = subscription
-        if self._cancelled:  # cancel() ran before the subscription arrived
-            subscription.cancel()
-        else:
-            subscription.request(self._prefetch)
 
     def on_next(self, item: T) -> None:
         if item is None:
@@ -157,22 +140,14 @@ class _Inbox(flow.Subscriber[T]):
                 if self._waiter is waiter:  # not claimed by a signal
                     self._waiter = None
 
-    def request(self, n: int) -> None:
-        subscription = self._subscription
-        if subscription is not None:
-            subscription.request(n)
-
     def cancel(self) -> None:
-        """Cancel the subscription, now or when it arrives (rule 2.6); drop buffered items.
+        """Cancel the subscription (rule 2.6) and drop buffered items.
 
         Does nothing after a terminal signal: the subscription is over (rule 2.4).
         """
         if self._done or self._cancelled:
             return
-        self._cancelled = True
-        subscription = self._subscription
-        if subscription is not None:
-            subscription.cancel()
+        super().cancel()
         self._items.clear()
 
 
@@ -363,10 +338,7 @@ class _PullSubscription(flow.Subscription, Generic[T]):
         self._on_loop(lambda: self._halt(None))
 
     def _on_loop(self, fn: collections.abc.Callable[[], None]) -> None:
-        try:
-            run_on_loop(self._loop, fn)
-        except RuntimeError:  # closed loop: the pump is gone, nothing to tell (rules 3.15, 3.16)
-            return
+        post_to_loop(self._loop, fn)  # a closed loop took the pump with it: nothing to tell
 
     # On the loop's thread
 

@@ -36,7 +36,7 @@ from flowpy._demand import MAX_DEMAND, add_demand, check_request
 from flowpy.errors import MissingBackpressureError
 from flowpy.executors import Executor, Task, as_execute, default_executor
 from flowpy.flow import default_buffer_size
-from flowpy.interop._common import check_positive, replenish_limit, require
+from flowpy.interop._common import ForwardingSubscriber, check_positive, replenish_limit, require
 
 __all__ = ["DropHandler", "Strategy", "from_observable", "to_observable"]
 
@@ -66,30 +66,16 @@ _DEFAULT_EXECUTOR: Final[Any] = object()  # from_observable's executor was left 
 # --- to_observable --------------------------------------------------------------
 
 
-class _ObserverSubscriber(flow.Subscriber[T]):
+class _ObserverSubscriber(ForwardingSubscriber[T]):
     """Forwards to an Rx observer, requesting ``batch`` items at a time."""
 
-    __slots__ = ("_batch", "_cancelled", "_consumed", "_limit", "_observer", "_subscription")
+    __slots__ = ("_consumed", "_limit", "_observer")
 
     def __init__(self, observer: abc.ObserverBase[T], batch: int) -> None:
+        super().__init__(batch)
         self._observer = observer
-        self._batch = batch
         self._limit = replenish_limit(batch)  # request again after this many items
         self._consumed = 0  # items since the last request; < self._limit
-        self._cancelled = False  # set once by dispose(); never cleared
-        self._subscription: flow.Subscription | None = None  # written once, by on_subscribe
-
-    def on_subscribe(self, subscription: flow.Subscription) -> None:
-        if subscription is None:
-            raise TypeError("subscription must not be None (rule 2.13)")
-        if self._subscription is not None:
-            subscription.cancel()  # rule 2.5
-            return
-        self._subscription = subscription
-        if self._cancelled:  # disposed before the subscription arrived
-            subscription.cancel()
-        else:
-            subscription.request(self._batch)
 
     def on_next(self, item: T) -> None:
         if item is None:
@@ -97,15 +83,13 @@ class _ObserverSubscriber(flow.Subscriber[T]):
         try:
             self._observer.on_next(item)
         except Exception as exc:  # the observer failed: stop the stream and tell it
-            self.dispose()
+            self.cancel()
             self._observer.on_error(exc)
             return
         self._consumed += 1
         if self._consumed == self._limit:
             self._consumed = 0
-            subscription = self._subscription
-            if subscription is not None:
-                subscription.request(self._limit)
+            self.request(self._limit)
 
     def on_error(self, error: BaseException) -> None:
         if error is None:
@@ -114,12 +98,6 @@ class _ObserverSubscriber(flow.Subscriber[T]):
 
     def on_complete(self) -> None:
         self._observer.on_completed()
-
-    def dispose(self) -> None:
-        self._cancelled = True
-        subscription = self._subscription
-        if subscription is not None:
-            subscription.cancel()
 
 
 def to_observable(publisher: flow.Publisher[T], *, request_batch: int = 128) -> Observable[T]:
@@ -146,7 +124,7 @@ def to_observable(publisher: flow.Publisher[T], *, request_batch: int = 128) -> 
     def subscribe(observer: abc.ObserverBase[T], scheduler: abc.SchedulerBase | None = None) -> Disposable:
         subscriber = _ObserverSubscriber(observer, batch)
         publisher.subscribe(subscriber)
-        return Disposable(subscriber.dispose)
+        return Disposable(subscriber.cancel)
 
     return reactivex.create(subscribe)
 

@@ -54,7 +54,7 @@ from flowpy import flow
 from flowpy import reactivestreams as frs
 from flowpy._demand import add_demand, check_request
 from flowpy.errors import MissingBackpressureError
-from flowpy.interop._common import require, run_on_loop
+from flowpy.interop._common import post_to_loop, require, run_on_loop
 
 __all__ = [
     "MAX_REQUEST_N",
@@ -418,10 +418,7 @@ class _Inbound(RSocketSubscriber, Generic[T]):  # type: ignore[misc]
         self.subscription: Any = None  # rsocket's DefaultSubscriber convention; the same as _rsocket
 
     def on_loop(self, fn: Callable[[], None]) -> None:
-        try:
-            run_on_loop(self._loop, fn)
-        except RuntimeError:  # the loop is closed: the stream is gone (rules 3.15, 3.16)
-            return
+        post_to_loop(self._loop, fn)  # a closed loop took the stream with it: nothing to tell
 
     # --- rsocket calls these, on the loop --------------------------------------------
 
