@@ -10,8 +10,10 @@ Two tables of median items/s and ratios:
   producer task and a consumer task on the same loop. Target: at least 0.7x.
   For the cost of the adapters alone, a third row runs both ends on one loop:
   an async generator through from_async_iterable and back to ``async for``;
-  a fourth is the ceiling of the first, the SubmissionPublisher with a no-op
-  subscriber and no event loop at all.
+  a fourth delivers from a synchronous publisher straight into
+  to_async_iterator, which leaves the iterator's own cost; the last is the
+  ceiling of the first, the SubmissionPublisher with a no-op subscriber and
+  no event loop at all.
 * reactivex: handing items to another thread with ``observe_on`` on a
   one-thread ``ThreadPoolScheduler``, against a SubmissionPublisher (capacity
   256, default executor) fed by the calling thread, on the same items
@@ -34,7 +36,7 @@ from reactivex import operators
 from reactivex.scheduler import ThreadPoolScheduler
 
 from benchmarks._common import median_rate, print_table
-from flowpy.flow import Subscriber, Subscription
+from flowpy.flow import Publisher, Subscriber, Subscription
 from flowpy.interop.asyncio import from_async_iterable, to_async_iterator
 from flowpy.submission import SubmissionPublisher
 
@@ -84,6 +86,48 @@ def flowpy_async_for(items: int) -> int:
         async for _ in iterator:
             count += 1
         producer.join()
+        return count
+
+    return asyncio.run(run())
+
+
+class Burst(Publisher[int]):
+    """Delivers requested items at once, on the requesting thread: no thread, no buffer of its own."""
+
+    def __init__(self, items: int) -> None:
+        self.items = items
+
+    def subscribe(self, subscriber: Subscriber[int]) -> None:
+        subscriber.on_subscribe(BurstSubscription(subscriber, self.items))
+
+
+class BurstSubscription(Subscription):
+    def __init__(self, subscriber: Subscriber[int], items: int) -> None:
+        self.subscriber = subscriber
+        self.next = 0
+        self.end = items
+
+    def request(self, n: int) -> None:
+        start, stop = self.next, min(self.end, self.next + n)
+        self.next = stop
+        on_next = self.subscriber.on_next
+        for i in range(start, stop):
+            on_next(i)
+        if stop == self.end:
+            self.next = self.end + 1  # complete once
+            self.subscriber.on_complete()
+
+    def cancel(self) -> None:
+        self.next = self.end + 1
+
+
+def flowpy_adapter_alone(items: int) -> int:
+    """A synchronous publisher -> to_async_iterator(prefetch=256) -> async for: the adapter's own cost."""
+
+    async def run() -> int:
+        count = 0
+        async for _ in to_async_iterator(Burst(items), prefetch=CAPACITY):
+            count += 1
         return count
 
     return asyncio.run(run())
@@ -173,6 +217,7 @@ def main() -> None:
             ("asyncio.Queue(256), producer task", median_rate(lambda: asyncio_queue(items), repetitions)),
             ("flowpy -> async for, producer thread", median_rate(lambda: flowpy_async_for(items), repetitions)),
             ("flowpy from_async_iterable -> async for", median_rate(lambda: flowpy_same_loop(items), repetitions)),
+            ("flowpy sync publisher -> async for", median_rate(lambda: flowpy_adapter_alone(items), repetitions)),
             ("SubmissionPublisher alone, no-op subscriber", median_rate(lambda: flowpy_submission(items), repetitions)),
         ],
         {"Queue": "asyncio.Queue(256), producer task", "alone": "SubmissionPublisher alone, no-op subscriber"},
