@@ -27,6 +27,8 @@ from flowpy.interop.rsocket import from_rsocket_publisher, from_rsocket_subscrib
 
 PublisherVerification = tck.PublisherVerification
 SubscriberBlackboxVerification = tck.SubscriberBlackboxVerification
+SubscriberWhiteboxVerification = tck.SubscriberWhiteboxVerification
+SubscriberPuppet = tck.SubscriberPuppet
 TestEnvironment = tck.TestEnvironment
 
 pytestmark = pytest.mark.timeout(120)
@@ -177,6 +179,46 @@ class RequestingRSocketSubscriber(RSocketSubscriber):  # type: ignore[misc]
 class TestFromRSocketSubscriber(_Environment, _LoopThread, SubscriberBlackboxVerification):  # type: ignore[misc,valid-type]
     def create_subscriber(self) -> flow.Subscriber[Any]:
         return from_rsocket_subscriber(RequestingRSocketSubscriber(), loop=self.loop)
+
+    def create_element(self, element: int) -> Any:
+        return Payload(str(element).encode())
+
+
+class Puppet(SubscriberPuppet):  # type: ignore[misc,valid-type]
+    def __init__(self, subscription: Any) -> None:
+        self.subscription = subscription
+
+    def trigger_request(self, elements: int) -> None:
+        self.subscription.request(elements)
+
+    def signal_cancel(self) -> None:
+        self.subscription.cancel()
+
+
+class ProbedRSocketSubscriber(RSocketSubscriber):  # type: ignore[misc]
+    """An rsocket subscriber that reports every signal to the TCK's whitebox probe."""
+
+    def __init__(self, probe: Any) -> None:
+        self.probe = probe
+
+    def on_subscribe(self, subscription: Any) -> None:
+        self.probe.register_on_subscribe(Puppet(subscription))
+
+    def on_next(self, value: Any, is_complete: bool = False) -> None:
+        self.probe.register_on_next(value)
+        if is_complete:
+            self.probe.register_on_complete()
+
+    def on_error(self, exception: BaseException) -> None:
+        self.probe.register_on_error(exception)
+
+    def on_complete(self) -> None:
+        self.probe.register_on_complete()
+
+
+class TestFromRSocketSubscriberWhitebox(_Environment, _LoopThread, SubscriberWhiteboxVerification):  # type: ignore[misc,valid-type]
+    def create_subscriber(self, probe: Any) -> flow.Subscriber[Any]:
+        return from_rsocket_subscriber(ProbedRSocketSubscriber(probe), loop=self.loop)
 
     def create_element(self, element: int) -> Any:
         return Payload(str(element).encode())
