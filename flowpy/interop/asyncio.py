@@ -7,11 +7,11 @@ slow consumer slows the publisher instead of filling memory.
 subscribers pull from an async iterable, never further than they requested.
 :func:`collect_async` awaits the whole stream as a list.
 
-Protocol:   the iterator's subscriber cancels its subscription when the
-            ``async for`` loop is left by ``break`` (once the iterator is
-            garbage), when the consuming task is cancelled, and on
-            ``aclose()``; ``on_error``'s exception is raised from
-            ``__anext__`` after the items that preceded it.
+Protocol:   the iterator cancels its subscription when the ``async for``
+            loop is left by ``break`` (once the iterator is garbage), when
+            the consuming task is cancelled, and on ``aclose()``;
+            ``on_error``'s exception is raised from the loop after the items
+            that preceded it.
             :func:`from_async_iterable` signals ``on_error(ValueError)`` for
             ``request(n <= 0)`` (rule 3.9) and ``on_error(TypeError)`` for a
             ``None`` item (rule 2.13).
@@ -54,8 +54,9 @@ T = TypeVar("T")
 #
 # to_async_iterator: an _Inbox subscriber receives signals on the publisher's
 # threads and appends items to a deque; the consuming task, running the async
-# generator _iterate, pops them without any lock. Only when the deque is empty does the task park on a future, which
-# it publishes in _Inbox._waiter; a signal that finds a waiter claims it under
+# generator _iterate, pops them without any lock. When the deque is empty the
+# task first lets the loop run once, then parks on a future, which it
+# publishes in _Inbox._waiter; a signal that finds a waiter claims it under
 # the lock and resolves it with one call_soon_threadsafe, so a burst of items
 # costs one wake-up. The task re-checks the deque after publishing its waiter,
 # so no wake-up is lost (the producer appends before it looks for a waiter).
