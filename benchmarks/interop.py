@@ -2,7 +2,8 @@
 
     python benchmarks/interop.py [--items N] [--rx-items M] [--repetitions R]
 
-Two tables of median items/s and ratios:
+Two tables of median items/s and ratios; within a table the cases run in
+turn, round after round, so that they share the machine's load alike:
 
 * asyncio: ``async for`` over a SubmissionPublisher fed by a producer thread
   (to_async_iterator, prefetch 256), against the plain asyncio hand-off an
@@ -24,9 +25,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import statistics
 import sys
 import threading
-from collections.abc import AsyncIterator
+import time
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -35,7 +38,7 @@ import reactivex
 from reactivex import operators
 from reactivex.scheduler import ThreadPoolScheduler
 
-from benchmarks._common import median_rate, print_table
+from benchmarks._common import print_table
 from flowpy.flow import Publisher, Subscriber, Subscription
 from flowpy.interop.asyncio import from_async_iterable, to_async_iterator
 from flowpy.submission import SubmissionPublisher
@@ -203,6 +206,21 @@ def flowpy_submission(items: int) -> int:
     return counter.count
 
 
+def interleaved_rates(cases: list[tuple[str, Callable[[], int]]], repetitions: int) -> list[tuple[str, float]]:
+    """Run every case once per round, ``repetitions`` rounds, and return each case's median items/s.
+
+    Interleaving the cases keeps them side by side in time, so a machine
+    whose load drifts during the run affects every case alike.
+    """
+    rates: dict[str, list[float]] = {name: [] for name, _ in cases}
+    for _ in range(repetitions):
+        for name, run in cases:
+            start = time.perf_counter()
+            items = run()
+            rates[name].append(items / (time.perf_counter() - start))
+    return [(name, statistics.median(rates[name])) for name, _ in cases]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--items", type=int, default=1_000_000, help="items per asyncio run")
@@ -211,24 +229,32 @@ def main() -> None:
     args = parser.parse_args()
     items, rx_items, repetitions = args.items, args.rx_items, args.repetitions
 
+    queue, alone = "asyncio.Queue(256), producer task", "SubmissionPublisher alone, no-op subscriber"
     print_table(
-        f"asyncio: {items:,} items, median of {repetitions}",
-        [
-            ("asyncio.Queue(256), producer task", median_rate(lambda: asyncio_queue(items), repetitions)),
-            ("flowpy -> async for, producer thread", median_rate(lambda: flowpy_async_for(items), repetitions)),
-            ("flowpy from_async_iterable -> async for", median_rate(lambda: flowpy_same_loop(items), repetitions)),
-            ("flowpy sync publisher -> async for", median_rate(lambda: flowpy_adapter_alone(items), repetitions)),
-            ("SubmissionPublisher alone, no-op subscriber", median_rate(lambda: flowpy_submission(items), repetitions)),
-        ],
-        {"Queue": "asyncio.Queue(256), producer task", "alone": "SubmissionPublisher alone, no-op subscriber"},
+        f"asyncio: {items:,} items, median of {repetitions}, cases interleaved",
+        interleaved_rates(
+            [
+                (queue, lambda: asyncio_queue(items)),
+                ("flowpy -> async for, producer thread", lambda: flowpy_async_for(items)),
+                ("flowpy from_async_iterable -> async for", lambda: flowpy_same_loop(items)),
+                ("flowpy sync publisher -> async for", lambda: flowpy_adapter_alone(items)),
+                (alone, lambda: flowpy_submission(items)),
+            ],
+            repetitions,
+        ),
+        {"Queue": queue, "alone": alone},
     )
+    observe_on = "rx observe_on(ThreadPoolScheduler(1))"
     print_table(
-        f"reactivex: {rx_items:,} items, median of {repetitions}",
-        [
-            ("rx observe_on(ThreadPoolScheduler(1))", median_rate(lambda: rx_observe_on(rx_items), repetitions)),
-            ("flowpy SubmissionPublisher(256)", median_rate(lambda: flowpy_submission(rx_items), repetitions)),
-        ],
-        {"observe_on": "rx observe_on(ThreadPoolScheduler(1))"},
+        f"reactivex: {rx_items:,} items, median of {repetitions}, cases interleaved",
+        interleaved_rates(
+            [
+                (observe_on, lambda: rx_observe_on(rx_items)),
+                ("flowpy SubmissionPublisher(256)", lambda: flowpy_submission(rx_items)),
+            ],
+            repetitions,
+        ),
+        {"observe_on": observe_on},
     )
 
 
