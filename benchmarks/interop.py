@@ -9,9 +9,11 @@ turn, round after round, so that they share the machine's load alike:
   (to_async_iterator, prefetch 256), against the plain asyncio hand-off an
   application would write instead: an ``asyncio.Queue(256)`` between a
   producer task and a consumer task on the same loop. Target: at least 0.7x.
-  For the cost of the adapters alone, a third row runs both ends on one loop:
+  A second flowpy row raises the prefetch to 1024, more items in flight
+  between the threads. For the cost of the adapters alone, a row runs both
+  ends on one loop:
   an async generator through from_async_iterable and back to ``async for``;
-  a fourth delivers from a synchronous publisher straight into
+  another delivers from a synchronous publisher straight into
   to_async_iterator, which leaves the iterator's own cost; the last is the
   ceiling of the first, the SubmissionPublisher with a no-op subscriber and
   no event loop at all.
@@ -71,12 +73,12 @@ def asyncio_queue(items: int) -> int:
     return asyncio.run(run())
 
 
-def flowpy_async_for(items: int) -> int:
-    """Producer thread -> SubmissionPublisher(256) -> to_async_iterator(prefetch=256) -> async for."""
+def flowpy_async_for(items: int, prefetch: int = CAPACITY) -> int:
+    """Producer thread -> SubmissionPublisher(256) -> to_async_iterator(prefetch) -> async for."""
 
     async def run() -> int:
         publisher: SubmissionPublisher[int] = SubmissionPublisher(max_buffer_capacity=CAPACITY)
-        iterator = to_async_iterator(publisher, prefetch=CAPACITY)
+        iterator = to_async_iterator(publisher, prefetch=prefetch)
 
         def produce() -> None:
             for i in range(items):
@@ -236,6 +238,7 @@ def main() -> None:
             [
                 (queue, lambda: asyncio_queue(items)),
                 ("flowpy -> async for, producer thread", lambda: flowpy_async_for(items)),
+                ("  the same with prefetch=1024", lambda: flowpy_async_for(items, 1024)),
                 ("flowpy from_async_iterable -> async for", lambda: flowpy_same_loop(items)),
                 ("flowpy sync publisher -> async for", lambda: flowpy_adapter_alone(items)),
                 (alone, lambda: flowpy_submission(items)),
