@@ -9,14 +9,12 @@ turn, round after round, so that they share the machine's load alike:
   (to_async_iterator, prefetch 256), against the plain asyncio hand-off an
   application would write instead: an ``asyncio.Queue(256)`` between a
   producer task and a consumer task on the same loop. Target: at least 0.7x.
-  A second flowpy row raises the prefetch to 1024, more items in flight
-  between the threads. For the cost of the adapters alone, a row runs both
-  ends on one loop:
-  an async generator through from_async_iterable and back to ``async for``;
-  another delivers from a synchronous publisher straight into
-  to_async_iterator, which leaves the iterator's own cost; the last is the
-  ceiling of the first, the SubmissionPublisher with a no-op subscriber and
-  no event loop at all.
+  Further rows: the same with prefetch 1024 (more items in flight between
+  the threads); both adapters on one loop (an async generator through
+  from_async_iterable back to ``async for``); a synchronous publisher
+  straight into to_async_iterator (the iterator's own cost); and the
+  SubmissionPublisher alone with a no-op subscriber and no event loop (the
+  ceiling of the threaded rows, though with unbounded demand).
 * reactivex: handing items to another thread with ``observe_on`` on a
   one-thread ``ThreadPoolScheduler``, against a SubmissionPublisher (capacity
   256, default executor) fed by the calling thread, on the same items
