@@ -456,6 +456,8 @@ class _Inbound(RSocketSubscriber, Generic[T]):  # type: ignore[misc]
             self.on_complete()
 
     def on_error(self, exception: BaseException) -> None:
+        if exception is None:
+            raise TypeError("exception must not be None (rule 2.13)")
         subscriber = self._end()
         if subscriber is not None:
             subscriber.on_error(exception)

@@ -425,6 +425,8 @@ def test_to_rsocket_subscriber_forwards_demand_and_translates_is_complete() -> N
         rsocket_subscriber.on_next("x", is_complete=True)
         with pytest.raises(TypeError, match=r"^value must not be None \(rule 2\.13\)$"):
             rsocket_subscriber.on_next(None)
+        with pytest.raises(TypeError, match=r"^exception must not be None \(rule 2\.13\)$"):
+            rsocket_subscriber.on_error(None)
         return recorder
 
     recorder = asyncio.run(run())
