@@ -296,10 +296,29 @@ class WhiteboxAsyncSubscriber(AsyncSubscriber[T]):
         self.probe.register_on_complete()
 
 
-# --- A pass-through processor --------------------------------------------------------
+# --- Processors ---------------------------------------------------------------------
 
 
-class IdentityProcessor(flow.Processor[T, T]):
+class _TerminatingProcessor(flow.Processor[T, T]):
+    """A processor whose upstream terminal signals both go to ``_terminate``."""
+
+    def on_error(self, error: BaseException) -> None:
+        if error is None:
+            raise TypeError("error must not be None (rule 2.13)")
+        self._terminate(error)
+
+    def on_complete(self) -> None:
+        self._terminate(True)
+
+    def _terminate(self, terminal: BaseException | bool) -> None:
+        """Handle the error, or ``True`` for completion."""
+        raise NotImplementedError
+
+
+# A pass-through processor.
+
+
+class IdentityProcessor(_TerminatingProcessor[T]):
     """A unicast processor: one downstream, whose demand goes upstream unchanged.
 
     Requests made before the upstream subscription arrives, or inside the
@@ -343,14 +362,6 @@ class IdentityProcessor(flow.Processor[T, T]):
         downstream = self._downstream
         if downstream is not None:
             downstream.on_next(item)
-
-    def on_error(self, error: BaseException) -> None:
-        if error is None:
-            raise TypeError("error must not be None (rule 2.13)")
-        self._terminate(error)
-
-    def on_complete(self) -> None:
-        self._terminate(True)
 
     def _terminate(self, terminal: BaseException | bool) -> None:
         with self._lock:
@@ -455,10 +466,10 @@ def range_publisher(elements: int) -> RangePublisher:
     return RangePublisher(0, elements)
 
 
-# --- A multicast processor -----------------------------------------------------------
+# A multicast processor.
 
 
-class MulticastProcessor(flow.Processor[T, T]):
+class MulticastProcessor(_TerminatingProcessor[T]):
     """Sends every item to every subscriber present when it arrives.
 
     Upstream demand is one item at a time, asked for while some subscriber
@@ -506,14 +517,6 @@ class MulticastProcessor(flow.Processor[T, T]):
             for subscription in self._subscriptions:
                 subscription.queue.append(item)
         self._drain()
-
-    def on_error(self, error: BaseException) -> None:
-        if error is None:
-            raise TypeError("error must not be None (rule 2.13)")
-        self._terminate(error)
-
-    def on_complete(self) -> None:
-        self._terminate(True)
 
     def _terminate(self, terminal: BaseException | bool) -> None:
         with self._lock:
@@ -613,3 +616,8 @@ class CancelledUpstream(RuntimeError):
 
     def __init__(self) -> None:
         super().__init__("MulticastProcessor cancelled its upstream when its last subscriber cancelled")
+
+
+def multicast_processor(buffer_size: int) -> MulticastProcessor[int]:
+    """The runner's factory for :class:`MulticastProcessor` (it buffers per subscriber, without bound)."""
+    return MulticastProcessor()

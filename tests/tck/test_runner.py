@@ -79,3 +79,25 @@ def test_verification_for_unknown_kind_raises() -> None:
     with pytest.raises(ValueError, match=r"^kind must be one of \['processor', 'publisher', "
                        r"'subscriber-blackbox', 'subscriber-whitebox'\], got 'consumer'$"):
         verification_for("consumer", range_publisher)
+
+
+def test_main_failed_publisher_option_runs_rule_1_4_tests() -> None:
+    out = io.StringIO()
+    status = main(["publisher", "tests.tck.reference:range_publisher", "--failed",
+                   "tests.tck.broken:RaisingFailedPublisher", "-k", "spec104", "--timeout", "200"], out)
+    assert status == 1
+    assert "Publisher raised RuntimeError('cannot serve you') instead of signalling the error" in out.getvalue()
+
+
+@pytest.mark.parametrize(
+    ("kind", "target", "summary"),
+    [
+        ("subscriber-whitebox", "tests.tck.reference:WhiteboxSyncSubscriber", "14 passed, 0 failed, 13 skipped"),
+        ("subscriber-blackbox", "tests.tck.reference:SyncSubscriber", "11 passed, 0 failed, 15 skipped"),
+        ("processor", "tests.tck.reference:multicast_processor", "46 passed, 0 failed, 22 skipped"),
+    ],
+)
+def test_main_runs_every_kind(kind: str, target: str, summary: str) -> None:
+    out = io.StringIO()
+    status = main([kind, target, "--timeout", "1000", "--no-signals-timeout", "20"], out)
+    assert (status, out.getvalue().splitlines()[-1]) == (0, summary)

@@ -18,7 +18,6 @@ from flowpy.tck._base import OPTIONAL_SKIP, Verification
 from flowpy.tck.runner import Outcome, Status, run_test, verification_for
 from tests.tck import broken
 from tests.tck.reference import IdentityProcessor, MulticastProcessor, RangePublisher, WhiteboxSyncSubscriber
-from tests.test_submission_concurrency import tiny_switch_interval  # noqa: F401 - a fixture
 
 
 def _env() -> TestEnvironment:
@@ -42,22 +41,31 @@ def processor(cls: type[Any], max_subscribers: int = 1) -> type[Verification]:
     return verification_for("processor", lambda buffer_size: cls(), env=_env, max_subscribers=max_subscribers)
 
 
+def outcome_of(verification: type[Verification], test: str) -> Outcome:
+    try:
+        return run_test(verification, test)
+    finally:
+        teardown = getattr(verification, "teardown_class", None)
+        if teardown is not None:
+            teardown()  # shuts the helper publisher's pool down
+
+
 def require_failure(verification: type[Verification], test: str, message_part: str) -> Outcome:
-    outcome = run_test(verification, test)
+    outcome = outcome_of(verification, test)
     assert outcome.status is Status.FAILED, outcome
     assert message_part in outcome.message, outcome
     return outcome
 
 
 def require_skip(verification: type[Verification], test: str, message_part: str) -> Outcome:
-    outcome = run_test(verification, test)
+    outcome = outcome_of(verification, test)
     assert outcome.status is Status.SKIPPED, outcome
     assert message_part in outcome.message, outcome
     return outcome
 
 
 def require_pass(verification: type[Verification], test: str) -> None:
-    outcome = run_test(verification, test)
+    outcome = outcome_of(verification, test)
     assert outcome.status is Status.PASSED, outcome
 
 
