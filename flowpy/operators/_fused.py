@@ -1,0 +1,315 @@
+"""Fusion: a chain of synchronous operators that runs as one stage.
+
+``map``, ``filter``, ``take``, ``skip``, ``take_while`` and ``scan`` do not
+need a queue or a thread of their own: each turns one upstream item into at
+most one downstream item, at once. Applied to a publisher that is already such
+a chain, they add a :class:`Step` to it instead of a new subscriber, so
+``source.map(f).filter(g).take(5)`` subscribes *one* :class:`FusedSubscriber`
+to ``source``. That subscriber applies the steps in line, on the thread that
+delivers the upstream's signals, as Akka Streams' fused stages do.
+
+Demand crosses the stage step by step, from the last step to the first
+(rule 3.8 stays exact):
+
+* ``map``, ``scan``, ``take_while``: pass demand through;
+* ``take(n)``: caps the total requested upstream at ``n``;
+* ``skip(n)``: adds ``n`` to the first request;
+* ``filter``: passes demand through and asks again for what it drops.
+
+Threading: item handlers run on the upstream's delivering thread, serially
+(rule 1.3). ``request`` may come from any thread; the demand arithmetic is
+done under a lock that is released before ``request`` goes upstream.
+"""
+
+from __future__ import annotations
+
+import threading
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from typing import Any, Generic, TypeVar
+
+from flowpy._demand import add_demand, check_request
+from flowpy.flow import Publisher, Subscriber, Subscription
+from flowpy.operators._base import report_dropped, require_subscriber
+
+__all__ = ["Demand", "FusedPublisher", "FusedSubscriber", "Handler", "Step", "fuse"]
+
+T_co = TypeVar("T_co", covariant=True)
+
+Handler = Callable[[Any], None]
+"""Takes one item inside a fused stage and hands on what the step makes of it."""
+
+Demand = Callable[[int], int]
+"""Turns the demand arriving at a step from below into the demand it passes up."""
+
+
+# Implementation overview
+#
+# A Step is an immutable description (the function, the count). For each
+# subscription, Step.link() returns a closure holding that subscription's
+# state (the count left to take, the running accumulator) and calling the next
+# step's closure directly: one Python call per item per step, no allocation,
+# no lookups beyond the closure cells. Step.demand() returns the request-side
+# counterpart (a cap, a one-time addition) or None when demand passes through.
+#
+# Filter drops are replenished in batches: each filter counts its drops in
+# FusedSubscriber.missed, and when every item requested upstream has arrived
+# (received >= requested) the stage sends the drops back up through the
+# demand functions of the steps above each filter, in one request.
+
+
+class Step(ABC):
+    """One synchronous operator inside a fused stage."""
+
+    __slots__ = ()
+
+    @abstractmethod
+    def link(self, stage: FusedSubscriber[Any], emit: Handler, index: int) -> Handler:
+        """Return this step's item handler for one subscription.
+
+        Args:
+            stage: the subscriber that runs the chain; the handler may call its
+                ``complete()`` and count drops in ``stage.missed[index]``.
+            emit: the handler of the next step (or the downstream ``on_next``).
+            index: this step's position in the chain.
+        """
+
+    def demand(self) -> Demand | None:
+        """Return this step's demand function for one subscription, or ``None`` to pass demand through."""
+        return None
+
+    @property
+    def is_empty(self) -> bool:
+        """Whether no item ever passes this step (``take(0)``)."""
+        return False
+
+    @property
+    def drops(self) -> bool:
+        """Whether this step may drop items and must ask for them again (``filter``)."""
+        return False
+
+
+class FusedPublisher(Publisher[T_co]):
+    """A publisher that applies a chain of steps to a source, in one subscriber."""
+
+    __slots__ = ("_source", "_steps")
+
+    def __init__(self, source: Publisher[Any], steps: tuple[Step, ...]) -> None:
+        self._source = source
+        self._steps = steps
+
+    @property
+    def steps(self) -> tuple[Step, ...]:
+        """The fused steps, first applied first."""
+        return self._steps
+
+    def subscribe(self, subscriber: Subscriber[T_co]) -> None:
+        """Subscribe one :class:`FusedSubscriber` for ``subscriber`` to the source.
+
+        Raises:
+            TypeError: if ``subscriber`` is ``None`` (rule 1.9).
+        """
+        require_subscriber(subscriber)
+        stage_type = _CountingFusedSubscriber if any(s.drops for s in self._steps) else FusedSubscriber
+        self._source.subscribe(stage_type(subscriber, self._steps))
+
+    def __repr__(self) -> str:
+        return f"<FusedPublisher {' -> '.join(type(s).__name__ for s in self._steps)} over {self._source!r}>"
+
+
+def fuse(source: Publisher[Any], step: Step) -> Publisher[Any]:
+    """Return ``source`` with ``step`` appended: the same stage if ``source`` is fused, else a new one."""
+    if isinstance(source, FusedPublisher):
+        return FusedPublisher(source._source, (*source._steps, step))
+    return FusedPublisher(source, (step,))
+
+
+class FusedSubscriber(Subscriber[Any], Subscription, Generic[T_co]):
+    """Subscribes to the source of a fused chain and runs its steps in line.
+
+    It is the downstream's subscription as well: ``request`` and ``cancel``
+    go through the steps' demand functions to the upstream subscription.
+    """
+
+    __slots__ = (
+        "_adjusters",
+        "_downstream",
+        "_empty",
+        "_head",
+        "_lock",
+        "done",
+        "missed",
+        "received",
+        "requested",
+        "upstream",
+    )
+
+    def __init__(self, downstream: Subscriber[Any], steps: tuple[Step, ...]) -> None:
+        self._downstream = downstream
+        # Set once by on_subscribe, before the downstream can call request().
+        self.upstream: Subscription | None = None
+        # Set when the stage has ended (cancelled, completed, failed); items
+        # still in flight from upstream are then ignored (rule 2.8).
+        self.done = False
+        # --- Guarded by self._lock: the request-side state -----------------
+        self._lock = threading.Lock()
+        self._adjusters = tuple(step.demand() for step in steps)
+        self.requested = 0  # total requested upstream; read racily by on_next
+        # --- Touched only on the delivering thread ------------------------
+        self.received = 0  # items received from upstream (counted if a step drops)
+        self.missed = [0] * len(steps)  # drops per step, not yet asked for again
+        self._empty = any(step.is_empty for step in steps)
+        emit: Handler = downstream.on_next
+        for index in range(len(steps) - 1, -1, -1):
+            emit = steps[index].link(self, emit, index)
+        self._head = emit
+
+    # --- Subscriber side (called by the upstream) -------------------------
+
+    def on_subscribe(self, subscription: Subscription) -> None:
+        """Start the stage; a second subscription is cancelled (rule 2.5).
+
+        Raises:
+            TypeError: if ``subscription`` is ``None`` (rule 2.13).
+        """
+        if subscription is None:
+            raise TypeError("subscription must not be None (rule 2.13)")
+        if self.upstream is not None:
+            subscription.cancel()
+            return
+        self.upstream = subscription
+        self._downstream.on_subscribe(self)
+        if self._empty:
+            self.complete()
+
+    def on_next(self, item: Any) -> None:
+        """Run the steps on ``item``; a step that raises ends the stage with ``on_error``.
+
+        Raises:
+            TypeError: if ``item`` is ``None`` (rule 2.13).
+        """
+        if item is None:
+            raise TypeError("on_next item must not be None (rule 2.13)")
+        if self.done:
+            return
+        try:
+            self._head(item)
+        except Exception as error:
+            self._fail(error)
+
+    def on_error(self, error: BaseException) -> None:
+        """Pass the upstream's failure on, unless the stage has already ended.
+
+        Raises:
+            TypeError: if ``error`` is ``None`` (rule 2.13).
+        """
+        if error is None:
+            raise TypeError("on_error error must not be None (rule 2.13)")
+        if self.done:
+            return
+        self.done = True
+        self._downstream.on_error(error)
+
+    def on_complete(self) -> None:
+        """Pass the upstream's completion on, unless the stage has already ended."""
+        if self.done:
+            return
+        self.done = True
+        self._downstream.on_complete()
+
+    # --- Called by the steps, on the delivering thread --------------------
+
+    def complete(self) -> None:
+        """End the stage early (``take``, ``take_while``): cancel upstream, then ``on_complete``."""
+        if self.done:
+            return
+        self.done = True
+        assert self.upstream is not None
+        self.upstream.cancel()
+        self._downstream.on_complete()
+
+    def _fail(self, error: Exception) -> None:
+        if self.done:  # cancelled meanwhile, or the downstream's on_complete raised
+            report_dropped(error)
+            return
+        self.done = True
+        assert self.upstream is not None
+        self.upstream.cancel()
+        self._downstream.on_error(error)
+
+    def replenish(self) -> None:
+        """Ask again, in one request, for the items the filters dropped."""
+        missed = self.missed
+        adjusters = self._adjusters
+        with self._lock:
+            carry = 0
+            for index in range(len(missed) - 1, -1, -1):
+                carry += missed[index]
+                missed[index] = 0
+                if carry and index:
+                    adjust = adjusters[index - 1]
+                    if adjust is not None:
+                        carry = adjust(carry)
+            if not carry:  # a take above the filters has asked for all it needs
+                return
+            self.requested = add_demand(self.requested, carry)
+        assert self.upstream is not None
+        self.upstream.request(carry)
+
+    # --- Subscription side (called by the downstream) ---------------------
+
+    def request(self, n: int) -> None:
+        """Pass ``n`` up through the steps' demand functions (rules 3.8, 3.17).
+
+        An invalid ``n`` is passed up unchanged, so that the upstream signals
+        ``on_error`` in order with its other signals (rule 3.9).
+        """
+        upstream = self.upstream
+        if self.done or upstream is None:
+            return
+        if check_request(n) is not None:
+            upstream.request(n)
+            return
+        with self._lock:
+            for adjust in reversed(self._adjusters):
+                if adjust is not None:
+                    n = adjust(n)
+                    if not n:
+                        return
+            self.requested = add_demand(self.requested, n)
+        upstream.request(n)
+
+    def cancel(self) -> None:
+        """Stop the stage and cancel upstream; idempotent (rules 3.5, 3.7)."""
+        if self.done:
+            return
+        self.done = True
+        upstream = self.upstream
+        if upstream is not None:
+            upstream.cancel()
+
+
+class _CountingFusedSubscriber(FusedSubscriber[T_co]):
+    """A fused stage with a filter: counts arrivals to know when to ask again for drops."""
+
+    __slots__ = ()
+
+    def on_next(self, item: Any) -> None:
+        """Run the steps on ``item``, then replenish drops if everything requested has arrived.
+
+        Raises:
+            TypeError: if ``item`` is ``None`` (rule 2.13).
+        """
+        if item is None:
+            raise TypeError("on_next item must not be None (rule 2.13)")
+        if self.done:
+            return
+        self.received += 1
+        try:
+            self._head(item)
+        except Exception as error:
+            self._fail(error)
+            return
+        if self.received >= self.requested and not self.done and any(self.missed):
+            self.replenish()
+
