@@ -1,0 +1,156 @@
+"""``observe_on``: an asynchronous boundary with a bounded queue.
+
+The upstream delivers into a queue of at most ``prefetch`` items; a drain
+task on the executor delivers from it to the subscriber, as far as the
+subscriber's demand allows. This is the operator to use when a fast source
+must not run the subscriber's code on its own thread.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Generic, TypeVar
+
+from flowpy.executors import Executor, Task
+from flowpy.flow import Publisher, Subscriber, Subscription
+from flowpy.operators._base import (
+    DEFAULT_EXECUTOR,
+    DemandDrain,
+    QueueSubscriber,
+    require_positive,
+    require_publisher,
+    require_subscriber,
+    resolve_executor,
+)
+
+__all__ = ["observe_on"]
+
+T = TypeVar("T")
+T_co = TypeVar("T_co", covariant=True)
+
+
+class _ObserveOnPublisher(Publisher[T_co]):
+    __slots__ = ("_execute", "_prefetch", "_source")
+
+    def __init__(self, source: Publisher[T_co], execute: Callable[[Task], object], prefetch: int) -> None:
+        self._source = source
+        self._execute = execute
+        self._prefetch = prefetch
+
+    def subscribe(self, subscriber: Subscriber[T_co]) -> None:
+        require_subscriber(subscriber)
+        stage = _ObserveOn(subscriber, self._execute, self._prefetch)
+        self._source.subscribe(stage.upstream)
+
+
+class _Upstream(QueueSubscriber):
+    """The stage's subscriber to the source: hands the downstream its subscription first."""
+
+    __slots__ = ()
+
+    parent: _ObserveOn[Any]
+
+    def on_subscribe(self, subscription: Subscription) -> None:
+        """Give the downstream its subscription, then request ``prefetch``.
+
+        Raises:
+            TypeError: if ``subscription`` is ``None`` (rule 2.13).
+        """
+        if not self.attach(subscription):
+            return
+        parent = self.parent
+        parent.downstream.on_subscribe(parent)
+        self.start()
+        parent._release()
+
+
+class _ObserveOn(DemandDrain, Generic[T]):
+    """The downstream's subscription; its drain runs on the executor."""
+
+    __slots__ = ("_execute", "_terminated", "downstream", "upstream")
+
+    def __init__(self, downstream: Subscriber[T], execute: Callable[[Task], object], prefetch: int) -> None:
+        super().__init__(held=True)  # released when on_subscribe has returned
+        self.downstream = downstream
+        self._execute = execute
+        self.upstream = _Upstream(self, prefetch, "observe_on's upstream", delay_error=True)
+        self._terminated = False  # drain only: a terminal signal went downstream
+
+    def _start(self) -> None:
+        try:
+            self._execute(self._run_drain)
+        except Exception as error:  # refused: this thread keeps the loop, so no drain ever runs
+            self.cancelled = True
+            self.upstream.cancel()
+            if not self._terminated:
+                self._terminated = True
+                self.downstream.on_error(error)
+
+    def _terminate(self, error: BaseException | None) -> None:
+        self._terminated = True
+        self.cancelled = True
+        self.upstream.cancel()
+        if error is None:
+            self.downstream.on_complete()
+        else:
+            self.downstream.on_error(error)
+
+    def _drain(self) -> None:
+        upstream = self.upstream
+        if self._terminated:
+            return
+        if self.cancelled:
+            upstream.cancel()
+            return
+        if self._failure is not None:
+            self._terminate(self._failure)
+            return
+        queue = upstream.queue
+        poll = upstream.poll
+        on_next = self.downstream.on_next
+        requested = self._requested
+        emitted = 0
+        while True:
+            done = upstream.done  # read before the queue: no item follows it
+            if not queue:
+                if done:
+                    self._terminate(upstream.error)
+                    return
+                break
+            if emitted == requested or self.cancelled or self._failure is not None:
+                break
+            on_next(poll())
+            emitted += 1
+        self._produced(emitted, requested)
+
+
+def observe_on(
+    source: Publisher[T], executor: Executor = DEFAULT_EXECUTOR, *, prefetch: int = 256
+) -> Publisher[T]:
+    """Deliver the items of ``source`` on ``executor``, through a queue of at most ``prefetch``::
+
+        source:   --1--2--3--|          (upstream thread)
+        observe_on(pool)
+        result:   ----1--2--3--|        (pool thread)
+
+    Demand: requests ``prefetch`` from ``source`` at once, then 75 % of
+    ``prefetch`` again each time the subscriber has taken that many, so the
+    queue never holds more than ``prefetch`` items; the subscriber's own
+    demand only decides how fast the queue drains. An upstream that sends
+    more than requested is cancelled and the subscriber receives
+    :class:`~flowpy.errors.MissingBackpressureError`. An upstream error
+    arrives after the items queued before it; an invalid ``request(n)``
+    fails the stream at once (rule 3.9).
+
+    Args:
+        source: the publisher to observe.
+        executor: where the subscriber's methods run; default: the shared pool.
+        prefetch: the queue's capacity and the first upstream request.
+
+    Raises:
+        TypeError: if ``executor`` is ``None`` or not an executor.
+        ValueError: if ``prefetch`` is not positive.
+    """
+    require_publisher(source, "source")
+    require_positive(prefetch, "prefetch")
+    return _ObserveOnPublisher(source, resolve_executor(executor), prefetch)

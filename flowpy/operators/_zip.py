@@ -1,0 +1,125 @@
+"""``zip``: combine the n-th items of several publishers."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from flowpy.flow import Publisher, Subscriber
+from flowpy.operators._base import (
+    DemandDrain,
+    QueueSubscriber,
+    require_callable,
+    require_positive,
+    require_publisher,
+    require_subscriber,
+)
+
+__all__ = ["zip_"]
+
+
+def _as_tuple(*items: Any) -> tuple[Any, ...]:
+    return items
+
+
+class _ZipCoordinator(DemandDrain):
+    """The downstream's subscription: emits ``fn(*heads)`` while every queue has a head."""
+
+    __slots__ = ("_downstream", "_fn", "inners")
+
+    def __init__(
+        self, downstream: Subscriber[Any], fn: Callable[..., Any], count: int, prefetch: int
+    ) -> None:
+        super().__init__(held=True)  # released once every source is subscribed
+        self._downstream = downstream
+        self._fn = fn
+        self.inners = tuple(QueueSubscriber(self, prefetch, f"zip source {index}") for index in range(count))
+
+    def _end(self) -> None:
+        self.cancelled = True
+        for inner in self.inners:
+            inner.cancel()
+
+    def _drain(self) -> None:
+        inners = self.inners
+        if self.cancelled:
+            self._end()
+            return
+        downstream = self._downstream
+        failure = self._failure
+        if failure is not None:
+            self._end()
+            downstream.on_error(failure)
+            return
+        requested = self._requested
+        emitted = 0
+        fn = self._fn
+        while True:
+            # A source that is done with an empty queue ends the zip: no row can be completed.
+            if any(inner.exhausted for inner in inners):
+                self._end()
+                downstream.on_complete()
+                return
+            if emitted == requested or not all(inner.queue for inner in inners):
+                break
+            heads = [inner.poll() for inner in inners]
+            try:
+                result = fn(*heads)
+                if result is None:
+                    raise TypeError(f"zip function must not return None (rule 2.13), got None from {fn!r}")
+            except Exception as error:
+                self._end()
+                downstream.on_error(error)
+                return
+            downstream.on_next(result)
+            emitted += 1
+            if self.cancelled or self._failure is not None:
+                return  # the next pass ends the stream
+        self._produced(emitted, requested)
+
+
+class _ZipPublisher(Publisher[Any]):
+    __slots__ = ("_fn", "_prefetch", "_publishers")
+
+    def __init__(self, publishers: tuple[Publisher[Any], ...], fn: Callable[..., Any], prefetch: int) -> None:
+        self._publishers = publishers
+        self._fn = fn
+        self._prefetch = prefetch
+
+    def subscribe(self, subscriber: Subscriber[Any]) -> None:
+        require_subscriber(subscriber)
+        coordinator = _ZipCoordinator(subscriber, self._fn, len(self._publishers), self._prefetch)
+        subscriber.on_subscribe(coordinator)
+        for publisher, inner in zip(self._publishers, coordinator.inners, strict=True):
+            if coordinator.cancelled:
+                break
+            publisher.subscribe(inner)
+        coordinator._release()
+
+
+def zip_(
+    *publishers: Publisher[Any], fn: Callable[..., Any] = _as_tuple, prefetch: int = 256
+) -> Publisher[Any]:
+    """Emit ``fn(a, b, ...)`` of the n-th items of each publisher, by default as tuples::
+
+        first:   --1-----2-----3--|
+        second:  -----a-----b--|
+        result:  -----(1,a)-(2,b)-|
+
+    Demand: each publisher is asked for ``prefetch`` items and for 75 % of
+    that again as its items are consumed, so none has more than ``prefetch``
+    queued. Completes as soon as one publisher has completed and its queue is
+    empty (the rest are cancelled), like the builtin ``zip``; the first error
+    cancels the rest and is signalled at once.
+
+    Raises:
+        TypeError: if an argument is not a publisher or ``fn`` is not callable.
+        ValueError: if ``prefetch`` is not positive or no publisher is given.
+    """
+    for index, publisher in enumerate(publishers):
+        require_publisher(publisher, f"publishers[{index}]")
+    if not publishers:
+        raise ValueError("zip must be given at least one publisher, got none")
+    require_callable(fn, "fn")
+    require_positive(prefetch, "prefetch")
+    return _ZipPublisher(publishers, fn, prefetch)
