@@ -312,4 +312,3 @@ class _CountingFusedSubscriber(FusedSubscriber[T_co]):
             return
         if self.received >= self.requested and not self.done and any(self.missed):
             self.replenish()
-

@@ -21,12 +21,12 @@ from flowpy._demand import MAX_DEMAND
 from flowpy.flow import Publisher, Subscriber, Subscription
 from flowpy.operators._base import (
     DemandDrain,
-    QueueSubscriber,
     require_callable,
     require_positive,
     require_publisher,
     require_subscriber,
 )
+from flowpy.operators._queue import QueueSubscriber
 
 __all__ = ["concat", "flat_map", "merge"]
 

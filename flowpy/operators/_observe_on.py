@@ -9,19 +9,18 @@ must not run the subscriber's code on its own thread.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, Generic, TypeVar
+from typing import Generic, TypeVar
 
 from flowpy.executors import Executor, Task
-from flowpy.flow import Publisher, Subscriber, Subscription
+from flowpy.flow import Publisher, Subscriber
 from flowpy.operators._base import (
     DEFAULT_EXECUTOR,
-    DemandDrain,
-    QueueSubscriber,
     require_positive,
     require_publisher,
     require_subscriber,
     resolve_executor,
 )
+from flowpy.operators._queue import HeadSubscriber, QueueDrain
 
 __all__ = ["observe_on"]
 
@@ -43,38 +42,15 @@ class _ObserveOnPublisher(Publisher[T_co]):
         self._source.subscribe(stage.upstream)
 
 
-class _Upstream(QueueSubscriber):
-    """The stage's subscriber to the source: hands the downstream its subscription first."""
-
-    __slots__ = ()
-
-    parent: _ObserveOn[Any]
-
-    def on_subscribe(self, subscription: Subscription) -> None:
-        """Give the downstream its subscription, then request ``prefetch``.
-
-        Raises:
-            TypeError: if ``subscription`` is ``None`` (rule 2.13).
-        """
-        if not self.attach(subscription):
-            return
-        parent = self.parent
-        parent.downstream.on_subscribe(parent)
-        self.start()
-        parent._release()
-
-
-class _ObserveOn(DemandDrain, Generic[T]):
+class _ObserveOn(QueueDrain[T], Generic[T]):
     """The downstream's subscription; its drain runs on the executor."""
 
-    __slots__ = ("_execute", "_terminated", "downstream", "upstream")
+    __slots__ = ("_execute",)
 
     def __init__(self, downstream: Subscriber[T], execute: Callable[[Task], object], prefetch: int) -> None:
-        super().__init__(held=True)  # released when on_subscribe has returned
-        self.downstream = downstream
+        super().__init__(downstream)
         self._execute = execute
-        self.upstream = _Upstream(self, prefetch, "observe_on's upstream", delay_error=True)
-        self._terminated = False  # drain only: a terminal signal went downstream
+        self.upstream = HeadSubscriber(self, prefetch, "observe_on's upstream", delay_error=True)
 
     def _start(self) -> None:
         try:
@@ -85,43 +61,6 @@ class _ObserveOn(DemandDrain, Generic[T]):
             if not self._terminated:
                 self._terminated = True
                 self.downstream.on_error(error)
-
-    def _terminate(self, error: BaseException | None) -> None:
-        self._terminated = True
-        self.cancelled = True
-        self.upstream.cancel()
-        if error is None:
-            self.downstream.on_complete()
-        else:
-            self.downstream.on_error(error)
-
-    def _drain(self) -> None:
-        upstream = self.upstream
-        if self._terminated:
-            return
-        if self.cancelled:
-            upstream.cancel()
-            return
-        if self._failure is not None:
-            self._terminate(self._failure)
-            return
-        queue = upstream.queue
-        poll = upstream.poll
-        on_next = self.downstream.on_next
-        requested = self._requested
-        emitted = 0
-        while True:
-            done = upstream.done  # read before the queue: no item follows it
-            if not queue:
-                if done:
-                    self._terminate(upstream.error)
-                    return
-                break
-            if emitted == requested or self.cancelled or self._failure is not None:
-                break
-            on_next(poll())
-            emitted += 1
-        self._produced(emitted, requested)
 
 
 def observe_on(

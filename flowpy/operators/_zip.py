@@ -8,12 +8,12 @@ from typing import Any
 from flowpy.flow import Publisher, Subscriber
 from flowpy.operators._base import (
     DemandDrain,
-    QueueSubscriber,
     require_callable,
     require_positive,
     require_publisher,
     require_subscriber,
 )
+from flowpy.operators._queue import QueueSubscriber
 
 __all__ = ["zip_"]
 
