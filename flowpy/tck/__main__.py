@@ -1,0 +1,10 @@
+"""``python -m flowpy.tck KIND MODULE:FACTORY``: run one verification and print its table."""
+
+from __future__ import annotations
+
+import sys
+
+from flowpy.tck.runner import main
+
+if __name__ == "__main__":
+    sys.exit(main())

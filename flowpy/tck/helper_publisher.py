@@ -1,0 +1,264 @@
+"""AsyncIterablePublisher: the asynchronous publisher the subscriber verifications feed from.
+
+Port of the Reactive Streams examples' ``AsyncIterablePublisher``: a cold,
+unicast publisher over an iterable, whose every signal runs on an executor.
+Each subscriber gets its own iterator (rule 1.11).
+
+Protocol:   rules 1.1-1.9 and 3.1-3.17. ``request`` and ``cancel`` only
+            enqueue a signal, so they never call the subscriber (recursion
+            depth 0, rules 3.3-3.5). ``request(n <= 0)`` ends the stream with
+            ``on_error(ValueError)`` citing rule 3.9.
+Threading:  a subscription runs at most one task on the executor at a time
+            (rule 1.3); it re-schedules itself after ``batch_size`` items so
+            that one subscriber does not hog a thread.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import threading
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator
+from typing import Generic, TypeVar
+
+from flowpy import flow
+from flowpy._demand import add_demand, check_request
+from flowpy.executors import Executor, as_execute
+
+__all__ = ["AsyncIterablePublisher", "helper_publisher"]
+
+T = TypeVar("T")
+
+_log = logging.getLogger(__name__)
+
+DEFAULT_BATCH_SIZE = 1024
+
+# Signals, queued per subscription. A request is the int itself.
+_SUBSCRIBE = "subscribe"
+_SEND = "send"
+_CANCEL = "cancel"
+
+
+class AsyncIterablePublisher(flow.Publisher[T]):
+    """A publisher of the items of ``iterable``, signalled on ``executor``.
+
+    Args:
+        iterable: the items; ``iter(iterable)`` is called once per subscriber,
+            on the executor. If it raises, the subscriber gets ``on_subscribe``
+            and then ``on_error`` with that exception.
+        executor: where the signals run (any flowpy executor).
+        batch_size: the most items sent in one executor task.
+
+    Raises:
+        TypeError: if ``iterable`` or ``executor`` is ``None``.
+        ValueError: if ``batch_size < 1``.
+    """
+
+    def __init__(self, iterable: Iterable[T], executor: Executor, batch_size: int = DEFAULT_BATCH_SIZE) -> None:
+        if iterable is None:
+            raise TypeError("iterable must not be None")
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be >= 1, got {batch_size!r}")
+        self._iterable = iterable
+        self._execute = as_execute(executor)
+        self._batch_size = batch_size
+
+    def subscribe(self, subscriber: flow.Subscriber[T]) -> None:
+        """Start a subscription; ``on_subscribe`` follows on the executor.
+
+        Raises:
+            TypeError: if ``subscriber`` is ``None`` (rule 1.9).
+        """
+        if subscriber is None:
+            raise TypeError("subscriber must not be None (rule 1.9)")
+        _IterableSubscription(self, subscriber).signal(_SUBSCRIBE)
+
+    def __repr__(self) -> str:
+        return f"AsyncIterablePublisher({self._iterable!r})"
+
+
+class _NoOpSubscription(flow.Subscription):
+    def request(self, n: int) -> None:
+        return None
+
+    def cancel(self) -> None:
+        return None
+
+
+class _IterableSubscription(flow.Subscription, Generic[T]):
+    # Implementation overview: callers (any thread) append a signal to
+    # self._inbound and try to schedule self._run. self._scheduled is the
+    # "task queued or running" flag, set and cleared under self._lock; the
+    # task processes one signal and, on exit, clears the flag and re-schedules
+    # itself if more signals arrived (checked under the same lock, so no
+    # wake-up is lost). Everything below "task state" is touched only by the
+    # one task that runs at a time.
+
+    def __init__(self, publisher: AsyncIterablePublisher[T], subscriber: flow.Subscriber[T]) -> None:
+        self._publisher = publisher
+        self._subscriber: flow.Subscriber[T] | None = subscriber
+        self._inbound: deque[object] = deque()  # appended by any thread, popped by the task
+        # --- Guarded by self._lock ---------------------------------------
+        self._lock = threading.Lock()
+        self._scheduled = False  # a task is queued or running
+        # --- Task state ---------------------------------------------------
+        self._cancelled = False  # set once; then every signal is dropped
+        self._demand = 0  # outstanding requests, saturating at 2**63 - 1
+        self._iterator: Iterator[T] | None = None
+        self._next: T | None = None  # the item looked ahead, sent next
+
+    def request(self, n: int) -> None:
+        self.signal(n)
+
+    def cancel(self) -> None:
+        self.signal(_CANCEL)
+
+    def signal(self, signal: object) -> None:
+        self._inbound.append(signal)
+        self._try_schedule()
+
+    def _try_schedule(self) -> None:
+        with self._lock:
+            if self._scheduled:
+                return
+            self._scheduled = True
+        try:
+            self._publisher._execute(self._run)
+        except BaseException as exc:  # rejected: the stream cannot go on
+            if not self._cancelled:
+                self._cancelled = True
+                self._terminate(RuntimeError(f"publisher terminated: executor rejected the task: {exc!r}"))
+            self._inbound.clear()
+            with self._lock:
+                self._scheduled = False
+
+    def _run(self) -> None:
+        try:
+            signal = self._inbound.popleft()
+            if not self._cancelled:
+                if signal is _SUBSCRIBE:
+                    self._do_subscribe()
+                elif signal is _SEND:
+                    self._do_send()
+                elif signal is _CANCEL:
+                    self._do_cancel()
+                else:
+                    self._do_request(signal)
+        finally:
+            with self._lock:
+                self._scheduled = False
+            if self._inbound:
+                self._try_schedule()
+
+    def _do_subscribe(self) -> None:
+        subscriber = self._subscriber
+        assert subscriber is not None
+        try:
+            self._iterator = iter(self._publisher._iterable)
+        except BaseException as exc:
+            self._cancelled = True
+            self._call(lambda: subscriber.on_subscribe(_NoOpSubscription()))
+            self._terminate(exc)
+            return
+        if self._call(lambda: subscriber.on_subscribe(self)):
+            self._advance()  # an empty iterable completes at once
+
+    def _do_request(self, n: object) -> None:
+        error = check_request(n)
+        if error is not None:
+            self._terminate(error)
+            return
+        assert isinstance(n, int)
+        self._demand = add_demand(self._demand, n)
+        self._do_send()
+
+    def _advance(self) -> bool:
+        """Fetch the next item into ``self._next``; complete or fail the stream when there is none.
+
+        Looking one item ahead lets the last item be followed by ``on_complete``
+        without further demand, as the Java example does with ``hasNext``.
+        """
+        assert self._iterator is not None
+        try:
+            self._next = next(self._iterator)
+        except StopIteration:
+            subscriber = self._subscriber
+            self._do_cancel()
+            if subscriber is not None:
+                self._call(subscriber.on_complete)
+            return False
+        except BaseException as exc:
+            self._terminate(exc)
+            return False
+        return True
+
+    def _do_send(self) -> None:
+        subscriber = self._subscriber
+        assert subscriber is not None
+        on_next = subscriber.on_next
+        left_in_batch = self._publisher._batch_size
+        while True:
+            item, self._next = self._next, None
+            if not self._call(lambda item=item: on_next(item)):  # type: ignore[misc]
+                return
+            self._demand -= 1
+            left_in_batch -= 1
+            if not self._advance():
+                return
+            if self._cancelled or self._demand <= 0 or left_in_batch <= 0:
+                break
+        if not self._cancelled and self._demand > 0:
+            self.signal(_SEND)
+
+    def _do_cancel(self) -> None:
+        # Drops the references to the subscriber and the source (rule 3.13).
+        self._cancelled = True
+        self._subscriber = None
+        self._iterator = None
+        self._next = None
+        self._inbound.clear()
+
+    def _call(self, fn: Callable[[], None]) -> bool:
+        """Run one subscriber method; a raise cancels (rule 2.13). Returns whether it returned."""
+        try:
+            fn()
+        except BaseException:
+            _log.exception("a subscriber violated rule 2.13 by raising from a signal method; cancelled")
+            self._do_cancel()
+            return False
+        return True
+
+    def _terminate(self, error: BaseException) -> None:
+        subscriber = self._subscriber
+        self._do_cancel()
+        if subscriber is not None:
+            try:
+                subscriber.on_error(error)
+            except BaseException:
+                _log.exception("%r violated rule 2.13 by raising from on_error", subscriber)
+
+
+def helper_publisher(
+    elements: int, executor: Executor, create_element: Callable[[int], T]
+) -> AsyncIterablePublisher[T]:
+    """Return the TCK's helper publisher of ``elements`` items (infinite above ``2**31 - 1``).
+
+    Item ``i`` is ``create_element(i)``.
+    """
+    return AsyncIterablePublisher(_Elements(elements, create_element), executor)
+
+
+class _Elements(Iterable[T]):
+    """``create_element(i)`` for ``i`` in ``range(elements)``, or forever above ``2**31 - 1``."""
+
+    def __init__(self, elements: int, create_element: Callable[[int], T]) -> None:
+        self._elements = elements
+        self._create_element = create_element
+
+    def __iter__(self) -> Iterator[T]:
+        ids: Iterable[int] = itertools.count() if self._elements > 2**31 - 1 else range(self._elements)
+        return map(self._create_element, ids)
+
+    def __repr__(self) -> str:
+        return f"elements(0..{self._elements})"
