@@ -17,6 +17,7 @@ from flowpy.adapters import (
 from flowpy.errors import ClosedPublisherError, DuplicateSubscriptionError, MissingBackpressureError
 from flowpy.executors import default_executor, direct_executor
 from flowpy.flow import Processor, Publisher, Subscriber, Subscription, default_buffer_size
+from flowpy.submission import SubmissionPublisher
 
 __all__ = [
     "ClosedPublisherError",
@@ -25,6 +26,7 @@ __all__ = [
     "MissingBackpressureError",
     "Processor",
     "Publisher",
+    "SubmissionPublisher",
     "Subscriber",
     "Subscription",
     "default_buffer_size",

@@ -1,0 +1,415 @@
+"""The per-subscriber buffered subscription behind :class:`flowpy.SubmissionPublisher`."""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections import deque
+from collections.abc import Callable
+from typing import Generic, TypeVar
+
+from flowpy._demand import MAX_DEMAND, check_request
+from flowpy.executors import Task
+from flowpy.flow import Subscriber, Subscription
+
+__all__ = ["BufferedSubscription", "Handler"]
+
+T = TypeVar("T")
+
+Handler = Callable[[Subscriber[T], BaseException], object]
+"""Called as ``handler(subscriber, exception)`` when ``on_next`` raises."""
+
+# Implementation overview
+# -----------------------
+# One BufferedSubscription links the publisher to one subscriber. Producers
+# (serialised by the publisher's lock, so there is one at a time) append to a
+# deque; one consumer task at a time pops from it and calls the subscriber.
+# Only the consumer pops, so a length the consumer has read can only grow.
+#
+# The hot paths take no lock per item. They rely on plain attribute loads and
+# stores being sequentially consistent, which the GIL gives. Each racy read is
+# paired with a write on the other side in "store, then load" order, so that
+# at least one side sees the other (Dekker):
+#
+#   producer:  append(item); load running       consumer exit:  store running = False; load len(buffer)
+#   producer:  store waiting; load len(buffer)  consumer:       popleft(); load alert (set with waiting)
+#   signaller: store stop; store alert          consumer:       store alert = False; load stop
+#
+# A consumer task leaves only through that handshake, so no wake-up is lost
+# (the JDK's JDK-8187947). A task is "pending" from the executor call until a
+# thread claims it; a producer blocked on a full buffer claims a pending task
+# and runs it itself, so a blocked producer never starves the consumer it
+# waits for, whatever the executor (the JDK's helpAsyncBlocker).
+
+
+class BufferedSubscription(Subscription, Generic[T]):
+    """A bounded buffer of items for one subscriber, drained by one task at a time.
+
+    Threading: ``request`` and ``cancel`` may be called from any thread;
+    ``offer`` only by the producer holding the publisher's lock. Subscriber
+    methods run only in the consumer task, never under ``self._lock``.
+    """
+
+    __slots__ = (
+        "__weakref__",
+        "_alert",
+        "_buffer",
+        "_capacity",
+        "_closed",
+        "_complete",
+        "_demand",
+        "_execute",
+        "_handler",
+        "_lock",
+        "_opened",
+        "_pending",
+        "_pending_error",
+        "_running",
+        "_space",
+        "_stop",
+        "_waiting",
+        "subscriber",
+    )
+
+    def __init__(
+        self,
+        subscriber: Subscriber[T],
+        execute: Callable[[Task], object],
+        capacity: int,
+        handler: Handler[T] | None,
+        space: threading.Condition,
+    ) -> None:
+        self.subscriber: Subscriber[T] | None = subscriber
+        """The subscriber; ``None`` once the subscription closed (rule 3.13)."""
+        self._handler = handler
+        # Notified, under the publisher's lock, when a producer waits for space
+        # here and the consumer freed a slot, or this subscription closed, or a
+        # task became pending that the producer could run.
+        self._space = space
+
+        # --- Appended to by the producer, popped by the consumer; no lock ---
+        self._buffer: deque[T] = deque()
+        # Slots the producer may fill; set to 0 when closed, so the producer's
+        # capacity check also notices closure.
+        self._capacity = capacity
+
+        # --- Guarded by self._lock; hot-path flags are also read racily ---
+        self._lock = threading.Lock()
+        self._demand = 0  # outstanding request(n) total; MAX_DEMAND = unbounded
+        self._running = False  # a consumer task is pending or running; True forever once closed
+        self._pending = False  # a task was handed to the executor and no thread has claimed it
+        self._complete = False  # on_complete is due once the buffer is empty
+        self._stop = False  # on_error or a silent cancel is due; buffered items are dropped
+        self._pending_error: BaseException | None = None  # the error for that on_error, if any
+        self._closed = False  # terminal; set before the terminal signal is delivered
+        self._execute: Callable[[Task], object] | None = execute  # None once closed
+
+        # --- Racy flags: set by any thread, cleared by the consumer ---
+        self._alert = False  # look at _stop and _waiting before delivering the next item
+        self._waiting = False  # a producer waits for space (written under the publisher's lock)
+
+        # --- Consumer task only ---
+        self._opened = False  # on_subscribe was delivered
+
+    # --- Subscription ---------------------------------------------------
+
+    def request(self, n: int) -> None:
+        """Add ``n`` to the demand and start delivery (rules 3.8, 3.9, 3.17).
+
+        Never raises (rule 3.16): invalid ``n`` and a refused task end the
+        subscription with ``on_error``.
+        """
+        if type(n) is int and n > 0:
+            with self._lock:
+                if self._closed:
+                    return
+                demand = self._demand + n
+                self._demand = MAX_DEMAND if demand >= MAX_DEMAND else demand
+                if self._running:
+                    return
+                self._running = self._pending = True
+            self._start_signal()
+        else:
+            error = check_request(n)
+            if error is not None:
+                self.signal_error(error)
+            else:  # an int subclass other than bool
+                self.request(int(n))
+
+    def cancel(self) -> None:
+        """Stop delivery and drop buffered items; idempotent (rules 3.5, 3.7, 3.12).
+
+        An error already due (say, from ``request(0)``) is still delivered.
+        """
+        self.signal_error(None)
+
+    # --- Signals from the publisher ---------------------------------------
+
+    def signal_subscribe(self) -> None:
+        """Start the task that delivers ``on_subscribe``.
+
+        Raises:
+            Exception: what the executor raised; the subscription is then closed
+                without any signal, as in the JDK.
+        """
+        with self._lock:
+            self._running = self._pending = True
+        self._start_or_raise()
+
+    def signal_complete(self) -> None:
+        """Deliver ``on_complete`` after the buffered items, as far as demand allows."""
+        with self._lock:
+            if self._closed or self._complete:
+                return
+            self._complete = True
+            if self._running:
+                return
+            self._running = self._pending = True
+        self._start_signal()
+
+    def signal_error(self, error: BaseException | None) -> None:
+        """Drop buffered items and deliver ``on_error(error)``, or close silently if ``None``."""
+        with self._lock:
+            if self._closed:
+                return
+            if error is not None:
+                self._pending_error = error
+            self._stop = True
+            self._alert = True
+            if self._running:
+                return
+            self._running = self._pending = True
+        self._start_signal()
+
+    # --- Producer side (caller holds the publisher's lock) ------------------
+
+    def offer(self, item: T) -> int:
+        """Buffer ``item``; return the items now buffered, 0 if full, -1 if closed."""
+        buffer = self._buffer
+        n = len(buffer)
+        if n >= self._capacity:
+            return -1 if self._closed else 0
+        buffer.append(item)
+        if not self._running and self._demand:
+            self._start_on_offer()
+        return n + 1
+
+    def has_space(self) -> bool:
+        """Whether ``offer`` would not return 0: there is room, or it is closed."""
+        return len(self._buffer) < self._capacity or self._closed
+
+    def claim_pending(self) -> bool:
+        """Take over a task that the executor has not started; then run :meth:`consume`."""
+        with self._lock:
+            if not self._pending:
+                return False
+            self._pending = False
+            return True
+
+    def wait_for_space(self, timeout: float | None) -> bool:
+        """Block until there is space, or closure, or ``timeout`` seconds pass.
+
+        Returns whether the wait ended before the timeout. The caller holds
+        the publisher's lock, which ``self._space`` is bound to, and re-checks
+        everything after a ``False`` return. A task that the executor has not
+        started is run here first.
+        """
+        if self._pending and self.claim_pending():
+            self.consume()
+            return True
+        self._waiting = True
+        self._alert = True
+        if self.has_space() or self._pending:
+            self._waiting = False
+            return True
+        return self._space.wait(timeout)
+
+    def lag(self) -> int:
+        """Items buffered and not yet taken (a racy estimate, for monitoring)."""
+        return len(self._buffer)
+
+    def estimate_demand(self) -> int:
+        """Outstanding demand less buffered items (a racy estimate, for monitoring)."""
+        return self._demand - len(self._buffer)
+
+    @property
+    def is_closed(self) -> bool:
+        """Whether a terminal signal was delivered or the subscription was cancelled."""
+        return self._closed
+
+    # --- Starting the consumer task ---------------------------------------
+
+    def _start_on_offer(self) -> None:
+        with self._lock:
+            if self._running or self._closed or not self._demand:
+                return
+            self._running = self._pending = True
+        self._start_or_raise()
+
+    def _start_or_raise(self) -> None:
+        execute = self._execute
+        try:
+            if execute is None:
+                raise RuntimeError("subscription is closed")
+            execute(self._run)
+        except BaseException:
+            self._close_silently()
+            raise
+
+    def _start_signal(self) -> None:
+        """Start a task for a subscriber-side signal; never raises (rules 3.15, 3.16).
+
+        If the executor refuses, the subscription closes and the subscriber
+        is sent ``on_error`` with the executor's exception, on this thread.
+        """
+        execute = self._execute
+        try:
+            if execute is None:
+                return
+            execute(self._run)
+        except Exception as exc:  # the executor refused the task
+            if self.claim_pending():
+                with self._lock:
+                    if not self._stop:
+                        self._pending_error = exc
+                        self._stop = True
+                self.consume()
+            return
+        if self._waiting:
+            self._signal_waiter()
+
+    def _run(self) -> None:
+        if self.claim_pending():
+            self.consume()
+
+    # --- Consumer task ------------------------------------------------------
+
+    def consume(self) -> None:
+        """Deliver signals until there is nothing to do; called by the one thread holding the task."""
+        subscriber = self.subscriber
+        if subscriber is None:
+            return
+        if not self._opened:
+            self._opened = True
+            try:
+                subscriber.on_subscribe(self)
+            except BaseException as exc:
+                self._close_on_error(exc)
+                if not isinstance(exc, Exception):
+                    raise
+                return
+        buffer = self._buffer
+        popleft = buffer.popleft
+        on_next = subscriber.on_next
+        lock = self._lock
+        while True:
+            if self._stop:
+                self._close_on_error(None)
+                return
+            demand = self._demand
+            if demand and buffer:
+                n = len(buffer)
+                if n > demand:
+                    n = demand
+                try:
+                    for _ in range(n):
+                        item = popleft()
+                        if self._alert and self._on_alert():
+                            break
+                        on_next(item)
+                except BaseException as exc:
+                    self._on_next_failed(subscriber, exc)
+                    if not isinstance(exc, Exception):
+                        raise
+                    return
+                if demand != MAX_DEMAND:
+                    with lock:
+                        self._demand -= n
+                continue
+            with lock:
+                if self._stop:
+                    continue
+                if buffer:
+                    if self._demand:
+                        continue
+                elif self._complete:
+                    self._close_locked()
+                    break
+                # Exit handshake: clear "running", then look again.
+                self._running = False
+                if (buffer and self._demand) or self._stop:
+                    self._running = True
+                    continue
+                return
+        try:
+            subscriber.on_complete()
+        except Exception:  # rule 2.13: a failing terminal signal is dropped
+            pass
+        finally:
+            self._release()
+
+    def _on_alert(self) -> bool:
+        """Handle a stop or a waiting producer; return whether to stop delivering."""
+        self._alert = False
+        if self._stop:
+            self._alert = True
+            return True
+        if self._waiting:
+            self._signal_waiter()
+        return False
+
+    def _signal_waiter(self) -> None:
+        with self._space:
+            self._waiting = False
+            self._space.notify_all()
+
+    def _on_next_failed(self, subscriber: Subscriber[T], exc: BaseException) -> None:
+        handler = self._handler
+        if handler is not None:
+            with contextlib.suppress(Exception):  # the handler's own failure is ignored, as in the JDK
+                handler(subscriber, exc)
+        self._close_on_error(exc)
+
+    # --- Closing ------------------------------------------------------------
+
+    def _close_locked(self) -> None:
+        """Mark closed; the caller holds self._lock."""
+        self._closed = True
+        self._running = True
+        self._capacity = 0
+        self._stop = True
+        self._alert = True
+        self._execute = None
+
+    def _close_on_error(self, error: BaseException | None) -> None:
+        with self._lock:
+            if self._closed:
+                return
+            if error is None:
+                error = self._pending_error
+            self._pending_error = None
+            self._close_locked()
+        subscriber = self.subscriber
+        try:
+            if error is not None and subscriber is not None:
+                subscriber.on_error(error)
+        except Exception:  # rule 2.13: a failing terminal signal is dropped
+            pass
+        finally:
+            self._release()
+
+    def _close_silently(self) -> None:
+        with self._lock:
+            self._close_locked()
+        self._release()
+
+    def _release(self) -> None:
+        """Drop the buffer and the subscriber (rule 3.13) and free a waiting producer."""
+        self._buffer.clear()
+        self.subscriber = None
+        if self._waiting:
+            self._signal_waiter()
+
+    def __repr__(self) -> str:
+        state = "closed" if self._closed else f"demand={self._demand} buffered={len(self._buffer)}"
+        return f"<BufferedSubscription {state} subscriber={self.subscriber!r}>"

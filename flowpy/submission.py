@@ -1,0 +1,503 @@
+"""SubmissionPublisher: a Flow publisher that buffers per subscriber and delivers on an executor.
+
+Producer threads hand items to :meth:`SubmissionPublisher.submit` (or
+:meth:`~SubmissionPublisher.offer`); each current subscriber has its own
+bounded buffer, drained by one task at a time on the executor, as far as the
+subscriber's demand allows. Compared with :class:`queue.Queue`, every
+subscriber gets every item, and the consumer sets the pace with
+``request(n)`` instead of polling.
+
+Protocol:   rules 1.1 (no more ``on_next`` than requested), 1.3 (signals
+            serial per subscriber), 1.9 (``on_subscribe`` first, ``None``
+            subscriber is a ``TypeError``), 2.13 (no ``None`` items), 3.9
+            (``request(n <= 0)`` is ``on_error(ValueError)``), 3.17 (demand
+            saturates at ``2**63 - 1``).
+Threading:  every method is thread-safe. Producers are serialised, so all
+            subscribers see items in one order. Subscriber methods run on the
+            executor (or, to break a deadlock, on a producer blocked in
+            ``submit``), never under a lock of the subscription; ``on_drop``
+            runs on the producer's thread.
+Differences from the JDK: Java names in snake_case, getters as properties,
+``IllegalStateException`` as :class:`~flowpy.errors.ClosedPublisherError` and
+:class:`~flowpy.errors.DuplicateSubscriptionError`. ``close()`` does not wait
+for a producer blocked in ``submit`` (JDK-8254060): it returns at once and
+that ``submit`` raises :class:`~flowpy.errors.ClosedPublisherError`.
+``request`` and ``cancel`` never raise, even when the executor refuses a task.
+"""
+
+from __future__ import annotations
+
+import threading
+import warnings
+from collections.abc import Callable
+from concurrent.futures import Future, InvalidStateError
+from time import monotonic as _monotonic
+from types import TracebackType
+from typing import Final, Generic, TypeVar
+
+from flowpy._buffered import BufferedSubscription, Handler
+from flowpy.errors import ClosedPublisherError, DuplicateSubscriptionError
+from flowpy.executors import Executor, as_execute, default_executor
+from flowpy.flow import Publisher, Subscriber, Subscription, default_buffer_size
+
+__all__ = ["BUFFER_CAPACITY_LIMIT", "DropHandler", "SubmissionPublisher"]
+
+T = TypeVar("T")
+
+BUFFER_CAPACITY_LIMIT: Final = 1 << 30
+"""The largest buffer capacity; larger requests are rounded down to it."""
+
+DropHandler = Callable[[Subscriber[T], T], bool]
+"""``on_drop(subscriber, item) -> bool``: return ``True`` to retry the offer once."""
+
+# Implementation overview
+# -----------------------
+# Most mechanics are in BufferedSubscription (flowpy/_buffered.py): one per
+# subscriber, with its buffer, demand and consumer task. This class tracks the
+# subscriptions and keeps producers sequential with one re-entrant lock,
+# held for a whole submit/offer, so every subscriber sees the same order.
+#
+# A producer that must wait for space waits on self._space, which releases
+# the lock. While it waits, self._blocked is set and other producers wait
+# their turn on self._turn, so the order is kept; close(), subscribe() and the
+# queries can take the lock meanwhile, which is how close() returns at once
+# and wakes the blocked producer.
+
+_DEFAULT: Final = object()
+
+
+def _round_capacity(capacity: int) -> int:
+    """Round up to a power of two, at least 1 and at most BUFFER_CAPACITY_LIMIT."""
+    if capacity >= BUFFER_CAPACITY_LIMIT:
+        return BUFFER_CAPACITY_LIMIT
+    return 1 << (capacity - 1).bit_length() if capacity > 1 else 1
+
+
+class SubmissionPublisher(Publisher[T], Generic[T]):
+    """A publisher that buffers each subscriber's items and delivers them on an executor.
+
+    Args:
+        executor: where subscribers are called: a ``concurrent.futures``
+            executor, an object with ``execute(fn)``, or a callable. Left out,
+            the shared :func:`~flowpy.executors.default_executor`.
+        max_buffer_capacity: the most items buffered per subscriber, rounded
+            up to a power of two (at most ``2**30``).
+        handler: called as ``handler(subscriber, exception)`` when that
+            subscriber's ``on_next`` raises, before the subscription closes
+            with ``on_error(exception)``.
+
+    Raises:
+        TypeError: if ``executor`` is ``None`` or not an executor, or
+            ``max_buffer_capacity`` is not an ``int``, or ``handler`` is not
+            callable.
+        ValueError: if ``max_buffer_capacity`` is not positive.
+    """
+
+    def __init__(
+        self,
+        executor: Executor = _DEFAULT,  # type: ignore[assignment]
+        max_buffer_capacity: int = default_buffer_size(),
+        handler: Handler[T] | None = None,
+    ) -> None:
+        if executor is _DEFAULT:
+            executor = default_executor()
+        self._execute = as_execute(executor)
+        if not isinstance(max_buffer_capacity, int) or isinstance(max_buffer_capacity, bool):
+            raise TypeError(f"max_buffer_capacity must be an int, got {max_buffer_capacity!r}")
+        if max_buffer_capacity <= 0:
+            raise ValueError(f"max_buffer_capacity must be positive, got {max_buffer_capacity!r}")
+        if handler is not None and not callable(handler):
+            raise TypeError(f"handler must be callable or None, got {handler!r}")
+        self._executor = executor
+        self._capacity = _round_capacity(max_buffer_capacity)
+        self._handler = handler
+
+        # --- Guarded by self._lock ----------------------------------------
+        # Held by a producer for its whole submit/offer; re-entrant, because
+        # with a direct executor on_next runs inside submit and may submit.
+        self._lock = threading.RLock()
+        # Notified when a producer waiting for space in some subscription
+        # may go on: a slot was freed, it closed, a task became claimable,
+        # or this publisher closed.
+        self._space = threading.Condition(self._lock)
+        # Notified when a blocked producer finishes, so the next may start.
+        self._turn = threading.Condition(self._lock)
+        self._blocked = False  # a producer waits on self._space, holding the turn
+        self._subscriptions: tuple[BufferedSubscription[T], ...] = ()  # replaced, never mutated
+        self._closed = False  # set once; read without the lock by is_closed
+        self._closed_exception: BaseException | None = None  # set with _closed, if exceptional
+
+    # --- Publisher -----------------------------------------------------------
+
+    def subscribe(self, subscriber: Subscriber[T]) -> None:
+        """Add ``subscriber``; ``on_subscribe`` follows on the executor (rule 1.9).
+
+        After ``close()`` the subscriber gets ``on_subscribe`` then
+        ``on_complete``; after ``close_exceptionally(e)``, ``on_subscribe`` then
+        ``on_error(e)``. A subscriber that is already subscribed gets
+        ``on_error(DuplicateSubscriptionError)`` on its existing subscription,
+        and no second ``on_subscribe`` (rule 2.12).
+
+        Raises:
+            TypeError: if ``subscriber`` is ``None`` (rule 1.9).
+            Exception: what the executor raised; the subscriber is then not added.
+        """
+        if subscriber is None:
+            raise TypeError("subscriber must not be None (rule 1.9)")
+        subscription = BufferedSubscription(
+            subscriber, self._execute, self._capacity, self._handler, self._space
+        )
+        with self._lock:
+            live = self._live()
+            for existing in live:
+                if existing.subscriber is subscriber or existing.subscriber == subscriber:
+                    existing.signal_error(
+                        DuplicateSubscriptionError(
+                            f"{subscriber!r} is already subscribed to this publisher (rule 2.12)"
+                        )
+                    )
+                    return
+            subscription.signal_subscribe()
+            if self._closed_exception is not None:
+                subscription.signal_error(self._closed_exception)
+            elif self._closed:
+                subscription.signal_complete()
+            else:
+                self._subscriptions = (*live, subscription)
+
+    # --- Producing ------------------------------------------------------------
+
+    def submit(self, item: T) -> int:
+        """Publish ``item`` to every current subscriber, blocking while a buffer is full.
+
+        Returns:
+            An estimate of the largest number of items buffered for one
+            subscriber, at least 1; 0 if there are no subscribers.
+
+        Raises:
+            TypeError: if ``item`` is ``None`` (rule 2.13).
+            ClosedPublisherError: if the publisher is closed, or was closed
+                while this call waited.
+            Exception: what the executor raised when starting a delivery task;
+                some subscribers may then have the item and others not.
+        """
+        return self._publish(item, None, None)
+
+    def offer(
+        self,
+        item: T,
+        on_drop: DropHandler[T] | None = None,
+        *,
+        timeout: float | None = None,
+    ) -> int:
+        """Publish ``item`` if possible, without blocking or for at most ``timeout`` seconds.
+
+        A subscriber whose buffer is full is retried at once (after waiting up
+        to ``timeout`` seconds for it, each full subscriber separately). If it
+        is still full and ``on_drop(subscriber, item)`` returns ``True``, it is
+        retried exactly once more; otherwise the item is dropped for it.
+
+        Returns:
+            If any subscriber dropped the item, minus the number that did;
+            otherwise the lag estimate of :meth:`submit`. (New flowpy APIs
+            do not multiplex signs like this; it is kept for fidelity.)
+
+        Raises:
+            TypeError: if ``item`` is ``None`` (rule 2.13).
+            ClosedPublisherError: if the publisher is closed.
+            Exception: what ``on_drop`` or the executor raised.
+        """
+        if timeout is not None and timeout < 0:
+            timeout = 0.0
+        return self._publish(item, 0.0 if timeout is None else timeout, on_drop)
+
+    def _publish(self, item: T, timeout: float | None, on_drop: DropHandler[T] | None) -> int:
+        """Offer ``item`` to each subscription; ``timeout=None`` waits without limit."""
+        if item is None:
+            raise TypeError("item must not be None (rule 2.13)")
+        with self._lock:
+            while self._blocked:
+                self._turn.wait()
+            subscriptions = self._subscriptions
+            if not subscriptions:
+                if self._closed:
+                    raise self._closed_error("submit")
+                return 0
+            lag = 0
+            saturated: list[BufferedSubscription[T]] | None = None
+            for subscription in subscriptions:
+                status = subscription.offer(item)
+                if status > lag:
+                    lag = status
+                elif status == 0:
+                    if saturated is None:
+                        saturated = [subscription]
+                    else:
+                        saturated.append(subscription)
+                elif status < 0:
+                    self._subscriptions = self._live()
+            if saturated is not None:
+                lag = self._retry(item, saturated, lag, timeout, on_drop)
+            return lag
+
+    def _retry(
+        self,
+        item: T,
+        saturated: list[BufferedSubscription[T]],
+        lag: int,
+        timeout: float | None,
+        on_drop: DropHandler[T] | None,
+    ) -> int:
+        """Wait, retry and drop for the subscriptions that were full. Caller holds self._lock."""
+        drops = 0
+        for subscription in saturated:
+            if timeout != 0:
+                self._await_space(subscription, timeout)
+            status = subscription.offer(item)
+            if status == 0 and on_drop is not None:
+                subscriber = subscription.subscriber
+                if subscriber is not None and on_drop(subscriber, item):
+                    status = subscription.offer(item)
+            if status == 0:
+                drops += 1
+            elif status > lag and not drops:
+                lag = status
+            elif status < 0:
+                self._subscriptions = self._live()
+        return -drops if drops else lag
+
+    def _await_space(self, subscription: BufferedSubscription[T], timeout: float | None) -> None:
+        """Block until ``subscription`` has space, closes, or ``timeout`` passes. Caller holds self._lock.
+
+        Raises:
+            ClosedPublisherError: if the publisher closes meanwhile.
+        """
+        deadline = None if timeout is None else _monotonic() + timeout
+        self._blocked = True
+        try:
+            while not subscription.has_space():
+                if self._closed:
+                    raise self._closed_error("submit")
+                remaining = None
+                if deadline is not None:
+                    remaining = deadline - _monotonic()
+                    if remaining <= 0:
+                        return
+                subscription.wait_for_space(remaining)
+            if self._closed:
+                raise self._closed_error("submit")
+        finally:
+            subscription._waiting = False
+            self._blocked = False
+            self._turn.notify_all()
+
+    # --- Closing ----------------------------------------------------------------
+
+    def close(self) -> None:
+        """Complete every subscriber after its buffered items, as far as its demand allows.
+
+        Returns at once; it does not wait for subscribers, nor for a producer
+        blocked in :meth:`submit`, which raises :class:`ClosedPublisherError`.
+        Does nothing if already closed.
+        """
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            subscriptions = self._subscriptions
+            self._subscriptions = ()
+            self._space.notify_all()
+            for subscription in subscriptions:
+                subscription.signal_complete()
+
+    def close_exceptionally(self, error: BaseException) -> None:
+        """Send ``on_error(error)`` to every subscriber; buffered items may be dropped.
+
+        Later subscribers get ``on_subscribe`` then ``on_error(error)``. Does
+        nothing if already closed.
+
+        Raises:
+            TypeError: if ``error`` is ``None`` or not an exception.
+        """
+        if not isinstance(error, BaseException):
+            raise TypeError(f"error must be an exception, got {error!r}")
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            self._closed_exception = error
+            subscriptions = self._subscriptions
+            self._subscriptions = ()
+            self._space.notify_all()
+            for subscription in subscriptions:
+                subscription.signal_error(error)
+
+    def __enter__(self) -> SubmissionPublisher[T]:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def _closed_error(self, operation: str) -> ClosedPublisherError:
+        if self._closed_exception is not None:
+            return ClosedPublisherError(
+                f"cannot {operation}(): publisher was closed by close_exceptionally(); "
+                f"check closed_exception"
+            )
+        return ClosedPublisherError(f"cannot {operation}(): publisher was closed by close()")
+
+    # --- Queries ------------------------------------------------------------------
+
+    @property
+    def is_closed(self) -> bool:
+        """Whether ``close`` or ``close_exceptionally`` was called."""
+        return self._closed
+
+    @property
+    def closed_exception(self) -> BaseException | None:
+        """The error given to ``close_exceptionally``, or ``None``."""
+        return self._closed_exception
+
+    @property
+    def executor(self) -> Executor:
+        """The executor given to the constructor, or the default one."""
+        return self._executor
+
+    @property
+    def max_buffer_capacity(self) -> int:
+        """The per-subscriber buffer capacity, after rounding."""
+        return self._capacity
+
+    @property
+    def has_subscribers(self) -> bool:
+        """Whether any subscription is open."""
+        with self._lock:
+            return bool(self._prune())
+
+    @property
+    def number_of_subscribers(self) -> int:
+        """How many subscriptions are open; 0 after close."""
+        with self._lock:
+            return len(self._prune())
+
+    @property
+    def subscribers(self) -> list[Subscriber[T]]:
+        """A new list of the subscribers of open subscriptions (for monitoring)."""
+        with self._lock:
+            return [s for s in (sub.subscriber for sub in self._prune()) if s is not None]
+
+    def is_subscribed(self, subscriber: Subscriber[T]) -> bool:
+        """Whether ``subscriber`` has an open subscription here.
+
+        A cancelled subscription counts until its task has processed the cancel.
+
+        Raises:
+            TypeError: if ``subscriber`` is ``None``.
+        """
+        if subscriber is None:
+            raise TypeError("subscriber must not be None")
+        if self._closed:
+            return False
+        with self._lock:
+            return any(s.subscriber is subscriber or s.subscriber == subscriber for s in self._prune())
+
+    def estimate_minimum_demand(self) -> int:
+        """The least (demand - buffered items) over subscribers; 0 with none. For monitoring only."""
+        with self._lock:
+            live = self._prune()
+            return min((s.estimate_demand() for s in live), default=0)
+
+    def estimate_maximum_lag(self) -> int:
+        """The most items buffered for one subscriber; 0 with none. For monitoring only."""
+        with self._lock:
+            return max((s.lag() for s in self._prune()), default=0)
+
+    def _live(self) -> tuple[BufferedSubscription[T], ...]:
+        """The open subscriptions. Caller holds self._lock."""
+        return tuple(s for s in self._subscriptions if not s.is_closed)
+
+    def _prune(self) -> tuple[BufferedSubscription[T], ...]:
+        """Drop closed subscriptions and return the rest. Caller holds self._lock."""
+        live = self._subscriptions = self._live()
+        return live
+
+    # --- consume --------------------------------------------------------------------
+
+    def consume(self, fn: Callable[[T], object]) -> Future[None]:
+        """Call ``fn`` on every item, on the executor, with unbounded demand.
+
+        Returns:
+            A future that completes when the stream completes, fails with the
+            stream's error or with what ``fn`` raised (which cancels the
+            subscription), and whose ``cancel()`` cancels the subscription.
+
+        Raises:
+            TypeError: if ``fn`` is ``None``.
+        """
+        if fn is None:
+            raise TypeError("fn must not be None")
+        future: Future[None] = Future()
+        self.subscribe(_ConsumerSubscriber(fn, future))
+        return future
+
+    def __repr__(self) -> str:
+        state = "closed" if self._closed else f"subscribers={len(self._subscriptions)}"
+        return f"<SubmissionPublisher {state} capacity={self._capacity} executor={self._executor!r}>"
+
+    def __del__(self) -> None:
+        if not getattr(self, "_closed", True) and self._subscriptions:
+            warnings.warn(
+                f"unclosed {self!r}: its subscribers never get on_complete; call close()",
+                ResourceWarning,
+                source=self,
+                stacklevel=1,
+            )
+
+
+class _ConsumerSubscriber(Subscriber[T]):
+    """The subscriber behind :meth:`SubmissionPublisher.consume`."""
+
+    __slots__ = ("_fn", "_future", "_subscription")
+
+    def __init__(self, fn: Callable[[T], object], future: Future[None]) -> None:
+        self._fn = fn
+        self._future = future
+        self._subscription: Subscription | None = None
+
+    def on_subscribe(self, subscription: Subscription) -> None:
+        if subscription is None:
+            raise TypeError("subscription must not be None (rule 2.13)")
+        self._subscription = subscription
+        self._future.add_done_callback(lambda _: subscription.cancel())
+        if not self._future.done():
+            subscription.request(2**63 - 1)
+
+    def on_next(self, item: T) -> None:
+        try:
+            self._fn(item)
+        except Exception as exc:
+            subscription = self._subscription
+            if subscription is not None:
+                subscription.cancel()
+            self._settle(exc)
+
+    def on_error(self, error: BaseException) -> None:
+        self._settle(error)
+
+    def on_complete(self) -> None:
+        self._settle(None)
+
+    def _settle(self, error: BaseException | None) -> None:
+        future = self._future
+        try:
+            if error is None:
+                future.set_result(None)
+            else:
+                future.set_exception(error)
+        except InvalidStateError:  # already cancelled or settled
+            pass

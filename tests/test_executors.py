@@ -1,0 +1,94 @@
+"""Executors: normalisation, the direct executor and the shared daemon pool."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from flowpy.executors import DaemonThreadPool, as_execute, default_executor, direct_executor
+
+
+def test_as_execute_prefers_execute_then_submit_then_callable() -> None:
+    ran: list[str] = []
+
+    class WithExecute:
+        def execute(self, task: object) -> None:
+            ran.append("execute")
+
+    as_execute(WithExecute())(lambda: None)
+    with ThreadPoolExecutor(1) as pool:
+        future = as_execute(pool)(lambda: "submitted")
+        assert future.result(timeout=5) == "submitted"  # type: ignore[union-attr]
+    as_execute(lambda task: ran.append("callable"))(lambda: None)
+    assert ran == ["execute", "callable"]
+
+
+def test_as_execute_rejects_none_and_non_executors() -> None:
+    with pytest.raises(TypeError, match=r"^executor must not be None; leave it out to use the default executor$"):
+        as_execute(None)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=r"^executor must be a concurrent.futures.Executor, an object with "):
+        as_execute(3)  # type: ignore[arg-type]
+
+
+def test_direct_executor_runs_on_the_calling_thread() -> None:
+    threads: list[int] = []
+    direct_executor.execute(lambda: threads.append(threading.get_ident()))
+    assert threads == [threading.get_ident()]
+    assert repr(direct_executor) == "flowpy.direct_executor"
+
+
+def test_default_executor_is_shared_and_uses_daemon_threads() -> None:
+    pool = default_executor()
+    assert pool is default_executor()
+    daemon = pool.submit(lambda: threading.current_thread().daemon).result(timeout=5)
+    assert daemon is True
+
+
+@pytest.mark.timeout(60)
+def test_default_pool_does_not_keep_the_interpreter_alive() -> None:
+    code = (
+        "import threading\n"
+        "from flowpy.executors import default_executor\n"
+        "default_executor().execute(lambda: threading.Event().wait())\n"
+        "print('exiting')\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=30)
+    assert result.returncode == 0 and result.stdout.strip() == "exiting"
+
+
+def test_pool_runs_tasks_concurrently_up_to_max_workers() -> None:
+    pool = DaemonThreadPool(2, "test")
+    barrier = threading.Barrier(3, timeout=10)
+    futures = [pool.submit(barrier.wait) for _ in range(2)]
+    barrier.wait()
+    assert sorted(f.result(timeout=5) for f in futures) == [0, 1]
+    assert pool.max_workers == 2
+
+
+def test_pool_reports_task_exceptions_and_keeps_going() -> None:
+    pool = DaemonThreadPool(1)
+    reported: list[BaseException | None] = []
+    previous = threading.excepthook
+    threading.excepthook = lambda args: reported.append(args.exc_value)
+    try:
+        pool.execute(lambda: 1 / 0)
+        assert pool.submit(lambda: "alive").result(timeout=5) == "alive"
+    finally:
+        threading.excepthook = previous
+    assert isinstance(reported[0], ZeroDivisionError)
+    failed = pool.submit(lambda: [][0])
+    assert isinstance(failed.exception(timeout=5), IndexError)
+
+
+def test_pool_refuses_work_after_shutdown() -> None:
+    pool = DaemonThreadPool(1)
+    assert pool.submit(lambda: 1).result(timeout=5) == 1
+    pool.shutdown()
+    with pytest.raises(RuntimeError, match=r"^cannot schedule new tasks after shutdown$"):
+        pool.execute(lambda: None)
+    with pytest.raises(ValueError, match=r"^max_workers must be positive, got 0$"):
+        DaemonThreadPool(0)

@@ -1,0 +1,36 @@
+"""The public face of the package: __all__, typing marker, and variance."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import flowpy
+from flowpy import flow
+
+
+def test_all_lists_exactly_the_public_names() -> None:
+    public = {name for name in vars(flowpy) if not name.startswith("_")}
+    modules = {name for name in public if type(getattr(flowpy, name)).__name__ == "module"}
+    assert set(flowpy.__all__) == public - modules
+    assert flowpy.__all__ == sorted(flowpy.__all__)
+
+
+def test_package_is_typed() -> None:
+    assert (Path(flowpy.__file__).parent / "py.typed").is_file()
+
+
+def test_type_variance() -> None:
+    """For the type checker: a Publisher[bool] is a Publisher[int]; a Subscriber[int] a Subscriber[bool]."""
+
+    def takes_int_publisher(publisher: flow.Publisher[int]) -> None:
+        return None
+
+    def takes_bool_subscriber(subscriber: flow.Subscriber[bool]) -> None:
+        return None
+
+    bools: flowpy.SubmissionPublisher[bool] = flowpy.SubmissionPublisher(flowpy.direct_executor)
+    takes_int_publisher(bools)
+    ints: flow.Subscriber[int] | None = None
+    if ints is not None:
+        takes_bool_subscriber(ints)
+    bools.close()

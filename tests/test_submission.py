@@ -1,0 +1,818 @@
+"""SubmissionPublisher, point by point against the JDK's behaviour."""
+
+from __future__ import annotations
+
+import gc
+import threading
+import warnings
+from concurrent.futures import CancelledError, ThreadPoolExecutor
+from typing import Any
+
+import pytest
+
+from flowpy import ClosedPublisherError, DuplicateSubscriptionError, direct_executor
+from flowpy.executors import DaemonThreadPool, default_executor
+from flowpy.submission import BUFFER_CAPACITY_LIMIT, SubmissionPublisher
+from tests.support import ManualExecutor, Recorder, RejectingExecutor
+
+MAX = 2**63 - 1
+
+
+def manual(capacity: int = 256, handler: Any = None) -> tuple[SubmissionPublisher[Any], ManualExecutor]:
+    executor = ManualExecutor()
+    return SubmissionPublisher(executor, capacity, handler), executor
+
+
+# --- Construction ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("requested", "rounded"),
+    [(1, 1), (2, 2), (3, 4), (5, 8), (8, 8), (100, 128), (256, 256), (1000, 1024),
+     (2**30 + 1, 2**30), (2**31 - 1, 2**30)],
+)
+def test_capacity_rounds_up_to_power_of_two(requested: int, rounded: int) -> None:
+    assert SubmissionPublisher(direct_executor, requested).max_buffer_capacity == rounded
+
+
+def test_defaults_are_shared_pool_and_256() -> None:
+    publisher: SubmissionPublisher[int] = SubmissionPublisher()
+    assert publisher.executor is default_executor()
+    assert publisher.max_buffer_capacity == 256 == BUFFER_CAPACITY_LIMIT >> 22
+    assert not publisher.is_closed and publisher.closed_exception is None
+
+
+def test_executor_none_is_type_error_checked_before_capacity() -> None:
+    with pytest.raises(TypeError, match=r"^executor must not be None; leave it out to use the default executor$"):
+        SubmissionPublisher(None, 0)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("capacity", [0, -1])
+def test_non_positive_capacity_is_value_error(capacity: int) -> None:
+    with pytest.raises(ValueError, match=rf"^max_buffer_capacity must be positive, got {capacity}$"):
+        SubmissionPublisher(direct_executor, capacity)
+
+
+@pytest.mark.parametrize("capacity", [1.5, "8", True])
+def test_non_int_capacity_is_type_error(capacity: Any) -> None:
+    with pytest.raises(TypeError, match=r"^max_buffer_capacity must be an int, got "):
+        SubmissionPublisher(direct_executor, capacity)
+
+
+def test_non_executor_is_type_error() -> None:
+    with pytest.raises(TypeError, match=r"^executor must be a concurrent.futures.Executor, an object with"):
+        SubmissionPublisher(42)  # type: ignore[arg-type]
+
+
+def test_handler_must_be_callable() -> None:
+    with pytest.raises(TypeError, match=r"^handler must be callable or None, got 'x'$"):
+        SubmissionPublisher(direct_executor, 4, "x")  # type: ignore[arg-type]
+
+
+def test_accepts_futures_executor_and_plain_callable() -> None:
+    with ThreadPoolExecutor(1) as pool:
+        publisher: SubmissionPublisher[int] = SubmissionPublisher(pool)
+        future = publisher.consume(lambda item: None)
+        publisher.submit(1)
+        publisher.close()
+        assert future.result(timeout=10) is None
+    ran: list[object] = []
+    publisher = SubmissionPublisher(lambda task: ran.append(task) or task())
+    recorder = Recorder(initial=1)
+    publisher.subscribe(recorder)
+    publisher.submit(7)
+    assert recorder.items == [7] and ran
+
+
+# --- subscribe -----------------------------------------------------------------------
+
+
+def test_subscribe_none_is_type_error() -> None:
+    publisher, _ = manual()
+    with pytest.raises(TypeError, match=r"^subscriber must not be None \(rule 1.9\)$"):
+        publisher.subscribe(None)  # type: ignore[arg-type]
+    assert not publisher.has_subscribers
+
+
+def test_on_subscribe_runs_on_the_executor_not_in_subscribe() -> None:
+    publisher, executor = manual()
+    recorder = Recorder()
+    publisher.subscribe(recorder)
+    assert recorder.signals == [] and publisher.is_subscribed(recorder)
+    executor.run_all()
+    assert recorder.kinds() == ["on_subscribe"]
+
+
+def test_items_submitted_before_on_subscribe_are_buffered() -> None:
+    publisher, executor = manual()
+    recorder = Recorder(initial=5)
+    publisher.subscribe(recorder)
+    assert publisher.submit(1) == 1 and publisher.submit(2) == 2
+    executor.run_all()
+    assert recorder.items == [1, 2]
+
+
+def test_duplicate_subscribe_errors_existing_subscription_without_second_on_subscribe() -> None:
+    publisher, executor = manual()
+    recorder = Recorder()
+    publisher.subscribe(recorder)
+    executor.run_all()
+    publisher.subscribe(recorder)
+    executor.run_all()
+    assert recorder.kinds() == ["on_subscribe", "on_error"]
+    assert isinstance(recorder.error, DuplicateSubscriptionError)
+    assert str(recorder.error).endswith("is already subscribed to this publisher (rule 2.12)")
+    assert not publisher.is_subscribed(recorder)
+    assert publisher.number_of_subscribers == 0
+
+
+def test_subscribe_after_close_gets_on_subscribe_then_on_complete() -> None:
+    publisher, executor = manual()
+    publisher.close()
+    recorder = Recorder()
+    publisher.subscribe(recorder)
+    executor.run_all()
+    assert recorder.kinds() == ["on_subscribe", "on_complete"]
+    assert not publisher.has_subscribers
+
+
+def test_subscribe_after_close_exceptionally_gets_the_error() -> None:
+    publisher, executor = manual()
+    boom = OSError("boom")
+    publisher.close_exceptionally(boom)
+    recorder = Recorder()
+    publisher.subscribe(recorder)
+    executor.run_all()
+    assert recorder.kinds() == ["on_subscribe", "on_error"] and recorder.error is boom
+
+
+def test_on_subscribe_raising_closes_with_on_error_of_that_exception_once() -> None:
+    handled: list[Any] = []
+    publisher, executor = manual(handler=lambda s, e: handled.append(e))
+    boom = RuntimeError("on_subscribe failed")
+
+    class Failing(Recorder):
+        def on_subscribe(self, subscription: Any) -> None:
+            super().on_subscribe(subscription)
+            raise boom
+
+    recorder = Failing()
+    publisher.subscribe(recorder)
+    executor.run_all()
+    assert recorder.kinds() == ["on_subscribe", "on_error"] and recorder.error is boom
+    assert handled == []
+    assert publisher.number_of_subscribers == 0
+
+
+def test_resubscribe_after_cancel_gets_a_new_subscription() -> None:
+    publisher, executor = manual()
+    recorder = Recorder()
+    publisher.subscribe(recorder)
+    executor.run_all()
+    first = recorder.subscription
+    recorder.cancel()
+    assert publisher.is_subscribed(recorder)  # until the cancel is processed
+    executor.run_all()
+    assert not publisher.is_subscribed(recorder)
+    recorder.subscription = None
+    publisher.subscribe(recorder)
+    executor.run_all()
+    assert recorder.subscription is not None and recorder.subscription is not first
+
+
+def test_executor_refusing_subscribe_propagates_and_subscriber_is_not_added() -> None:
+    publisher = SubmissionPublisher(RejectingExecutor(0, RuntimeError("full")))
+    recorder = Recorder()
+    with pytest.raises(RuntimeError, match=r"^full$"):
+        publisher.subscribe(recorder)
+    assert recorder.signals == [] and not publisher.has_subscribers
+
+
+# --- submit ------------------------------------------------------------------------------
+
+
+def test_submit_none_is_type_error_even_when_closed() -> None:
+    publisher, _ = manual()
+    publisher.close()
+    with pytest.raises(TypeError, match=r"^item must not be None \(rule 2.13\)$"):
+        publisher.submit(None)
+
+
+def test_submit_without_subscribers_returns_zero() -> None:
+    publisher, _ = manual()
+    assert publisher.submit(1) == 0
+
+
+def test_submit_after_close_raises_closed_error() -> None:
+    publisher, _ = manual()
+    publisher.close()
+    with pytest.raises(ClosedPublisherError, match=r"^cannot submit\(\): publisher was closed by close\(\)$"):
+        publisher.submit(1)
+
+
+def test_submit_after_close_exceptionally_says_so() -> None:
+    publisher, _ = manual()
+    publisher.close_exceptionally(ValueError("x"))
+    with pytest.raises(
+        ClosedPublisherError,
+        match=r"^cannot submit\(\): publisher was closed by close_exceptionally\(\); check closed_exception$",
+    ):
+        publisher.submit(1)
+
+
+def test_submit_returns_maximum_lag_over_subscribers() -> None:
+    publisher, executor = manual()
+    fast, slow = Recorder(initial=MAX), Recorder()
+    publisher.subscribe(fast)
+    publisher.subscribe(slow)
+    executor.run_all()
+    assert [publisher.submit(i) for i in range(3)] == [1, 2, 3]
+    executor.run_all()
+    assert fast.items == [0, 1, 2] and slow.items == []
+    assert publisher.estimate_maximum_lag() == 3
+    assert publisher.estimate_minimum_demand() == -3
+
+
+def test_with_zero_demand_offering_never_starts_a_task() -> None:
+    publisher, executor = manual()
+    publisher.subscribe(Recorder())
+    executor.run_all()
+    for i in range(10):
+        publisher.submit(i)
+    assert not executor.tasks
+
+
+def test_producers_start_one_task_not_one_per_item() -> None:
+    publisher, executor = manual()
+    publisher.subscribe(Recorder(initial=MAX))
+    executor.run_all()
+    for i in range(100):
+        publisher.submit(i)
+    assert len(executor.tasks) == 1
+
+
+@pytest.mark.timeout(30)
+def test_submit_blocks_while_a_buffer_is_full_until_consumed() -> None:
+    publisher, executor = manual(capacity=2)
+    recorder = Recorder()
+    publisher.subscribe(recorder)
+    executor.run_all()
+    publisher.submit(1)
+    publisher.submit(2)
+    returned = threading.Event()
+
+    def produce() -> None:
+        publisher.submit(3)
+        returned.set()
+
+    producer = threading.Thread(target=produce)
+    producer.start()
+    assert not returned.wait(0.05)  # still blocked: the buffer is full
+    recorder.request(1)  # starts a task; the blocked producer runs it itself
+    assert returned.wait(10)
+    producer.join()
+    executor.run_all()
+    assert recorder.items == [1]
+    recorder.request(5)
+    executor.run_all()
+    assert recorder.items == [1, 2, 3]
+
+
+@pytest.mark.timeout(60)
+def test_capacity_one_with_blocking_submits_delivers_every_item() -> None:
+    with SubmissionPublisher[int](DaemonThreadPool(2), 1) as publisher:
+        received: list[int] = []
+        future = publisher.consume(received.append)
+        for i in range(20_000):
+            publisher.submit(i)
+    future.result(timeout=30)
+    assert received == list(range(20_000))
+
+
+@pytest.mark.timeout(30)
+def test_blocked_producer_on_the_only_pool_thread_does_not_deadlock() -> None:
+    pool = DaemonThreadPool(1)
+    publisher: SubmissionPublisher[int] = SubmissionPublisher(pool, 2)
+    recorder = Recorder(initial=MAX)
+    publisher.subscribe(recorder)
+
+    def produce() -> str:
+        for i in range(1_000):
+            publisher.submit(i)
+        publisher.close()
+        return "done"
+
+    result = pool.submit(produce)
+    assert result.result(timeout=20) == "done"
+    assert recorder.done.wait(10)
+    assert recorder.items == list(range(1_000)) and recorder.completed
+
+
+def test_executor_refusing_in_submit_propagates_and_closes_that_subscription_silently() -> None:
+    executor = RejectingExecutor(accept=2)
+    publisher = SubmissionPublisher(executor)
+    first, second = Recorder(initial=MAX), Recorder(initial=MAX)
+    publisher.subscribe(first)
+    publisher.subscribe(second)
+    executor.inner.run_all()
+    executor.accept = 1  # the first subscriber's task is accepted, the second's refused
+    with pytest.raises(RuntimeError, match=r"^executor refused the task$"):
+        publisher.submit(1)
+    executor.inner.run_all()
+    assert first.items == [1]
+    assert second.kinds() == ["on_subscribe"]  # closed without a signal
+    assert publisher.number_of_subscribers == 1
+
+
+# --- offer ---------------------------------------------------------------------------------
+
+
+def test_offer_returns_minus_the_number_of_subscribers_that_dropped() -> None:
+    publisher, executor = manual(capacity=1)
+    recorders = [Recorder() for _ in range(3)]
+    for recorder in recorders:
+        publisher.subscribe(recorder)
+    executor.run_all()
+    assert publisher.offer(1) == 1
+    assert publisher.offer(2) == -3
+    recorders[0].request(1)
+    executor.run_all()
+    assert publisher.offer(3) == -2
+    assert [r.items for r in recorders] == [[1], [], []]
+
+
+def test_offer_calls_on_drop_with_subscriber_and_item_and_retries_once_when_true() -> None:
+    publisher, executor = manual(capacity=1)
+    recorder = Recorder()
+    publisher.subscribe(recorder)
+    executor.run_all()
+    publisher.offer("a")
+    calls: list[tuple[Any, Any]] = []
+
+    def on_drop(subscriber: Any, item: Any) -> bool:
+        calls.append((subscriber, item))
+        recorder.request(1)
+        executor.run_all()  # frees the slot, so the one retry succeeds
+        return True
+
+    assert publisher.offer("b", on_drop) == 1
+    assert calls == [(recorder, "b")]
+    recorder.request(1)
+    executor.run_all()
+    assert recorder.items == ["a", "b"]
+
+
+def test_offer_on_drop_false_drops_and_true_retries_only_once() -> None:
+    publisher, executor = manual(capacity=1)
+    publisher.subscribe(Recorder())
+    executor.run_all()
+    publisher.offer(1)
+    calls = []
+    assert publisher.offer(2, lambda s, i: calls.append(i) or False) == -1
+    assert publisher.offer(3, lambda s, i: calls.append(i) or True) == -1
+    assert calls == [2, 3]
+
+
+def test_offer_on_drop_exception_propagates() -> None:
+    publisher, executor = manual(capacity=1)
+    publisher.subscribe(Recorder())
+    executor.run_all()
+    publisher.offer(1)
+
+    def on_drop(subscriber: Any, item: Any) -> bool:
+        raise KeyError("drop")
+
+    with pytest.raises(KeyError):
+        publisher.offer(2, on_drop)
+
+
+def test_offer_after_close_and_none_item() -> None:
+    publisher, _ = manual()
+    with pytest.raises(TypeError):
+        publisher.offer(None)
+    publisher.close()
+    with pytest.raises(ClosedPublisherError):
+        publisher.offer(1)
+
+
+@pytest.mark.timeout(30)
+def test_offer_with_timeout_waits_and_succeeds_when_space_frees() -> None:
+    publisher: SubmissionPublisher[int] = SubmissionPublisher(DaemonThreadPool(2), 1)
+    started = threading.Event()
+    release = threading.Event()
+
+    def hook(item: int) -> None:
+        started.set()
+        release.wait(10)
+
+    recorder = Recorder(initial=MAX, on_next_hook=hook)
+    publisher.subscribe(recorder)
+    publisher.submit(1)
+    assert started.wait(10)  # item 1 taken; on_next is busy
+    publisher.submit(2)  # fills the single slot
+    threading.Timer(0.05, release.set).start()
+    assert publisher.offer(3, timeout=10) >= 1
+    publisher.close()
+    assert recorder.done.wait(10)
+    assert recorder.items == [1, 2, 3]
+
+
+def test_offer_with_timeout_gives_up_after_the_timeout() -> None:
+    publisher, executor = manual(capacity=1)
+    publisher.subscribe(Recorder())
+    executor.run_all()
+    publisher.offer(1)
+    drops: list[int] = []
+    assert publisher.offer(2, lambda s, i: drops.append(i) or False, timeout=0.01) == -1
+    assert drops == [2]
+    assert publisher.offer(3, timeout=-5) == -1  # negative means no wait
+
+
+# --- close / close_exceptionally -------------------------------------------------------
+
+
+def test_close_delivers_buffered_items_only_as_far_as_demand_then_completes() -> None:
+    publisher, executor = manual()
+    recorder = Recorder(initial=2)
+    publisher.subscribe(recorder)
+    for i in range(4):
+        publisher.submit(i)
+    publisher.close()
+    executor.run_all()
+    assert recorder.items == [0, 1] and not recorder.completed  # items left, no demand
+    recorder.request(1)
+    executor.run_all()
+    assert recorder.items == [0, 1, 2] and not recorder.completed
+    recorder.request(1)
+    executor.run_all()
+    assert recorder.kinds()[-1] == "on_complete"
+
+
+def test_close_completes_without_demand_when_buffer_empty() -> None:
+    publisher, executor = manual()
+    recorder = Recorder()
+    publisher.subscribe(recorder)
+    publisher.close()
+    executor.run_all()
+    assert recorder.kinds() == ["on_subscribe", "on_complete"]
+    assert publisher.number_of_subscribers == 0 and publisher.is_closed
+
+
+def test_close_twice_and_after_close_exceptionally_does_nothing() -> None:
+    publisher, executor = manual()
+    recorder = Recorder()
+    publisher.subscribe(recorder)
+    publisher.close_exceptionally(OSError("first"))
+    publisher.close()
+    publisher.close_exceptionally(OSError("second"))
+    executor.run_all()
+    assert recorder.kinds() == ["on_subscribe", "on_error"] and str(recorder.error) == "first"
+    other, _ = manual()
+    other.close()
+    other.close_exceptionally(OSError("late"))
+    assert other.closed_exception is None
+
+
+def test_close_exceptionally_drops_buffered_items() -> None:
+    publisher, executor = manual()
+    recorder = Recorder(initial=MAX)
+    publisher.subscribe(recorder)
+    for i in range(5):
+        publisher.submit(i)
+    publisher.close_exceptionally(OSError("stop"))
+    executor.run_all()
+    assert recorder.kinds() == ["on_subscribe", "on_error"]
+
+
+def test_close_exceptionally_requires_an_exception() -> None:
+    publisher, _ = manual()
+    with pytest.raises(TypeError, match=r"^error must be an exception, got None$"):
+        publisher.close_exceptionally(None)  # type: ignore[arg-type]
+    assert not publisher.is_closed
+
+
+def test_context_manager_closes_on_exit() -> None:
+    executor = ManualExecutor()
+    recorder = Recorder()
+    with SubmissionPublisher(executor) as publisher:
+        publisher.subscribe(recorder)
+    executor.run_all()
+    assert publisher.is_closed and recorder.completed
+
+
+@pytest.mark.timeout(30)
+def test_close_returns_at_once_while_a_producer_is_blocked_and_submit_raises() -> None:
+    publisher, executor = manual(capacity=1)
+    recorder = Recorder()
+    publisher.subscribe(recorder)
+    executor.run_all()
+    publisher.submit(1)
+    errors: list[BaseException] = []
+    entered = threading.Event()
+
+    def produce() -> None:
+        entered.set()
+        try:
+            publisher.submit(2)
+        except ClosedPublisherError as exc:
+            errors.append(exc)
+
+    producer = threading.Thread(target=produce)
+    producer.start()
+    assert entered.wait(10)
+    while not publisher._blocked:  # the producer is waiting for space
+        threading.Event().wait(0.001)
+    publisher.close()
+    producer.join(10)
+    assert not producer.is_alive()
+    assert len(errors) == 1 and "publisher was closed by close()" in str(errors[0])
+    recorder.request(5)
+    executor.run_all()
+    assert recorder.items == [1] and recorder.completed
+
+
+# --- errors from subscribers -------------------------------------------------------------
+
+
+def test_on_next_raising_calls_handler_then_on_error_with_same_exception_others_unaffected() -> None:
+    handled: list[tuple[Any, BaseException]] = []
+    publisher, executor = manual(handler=lambda s, e: handled.append((s, e)))
+    boom = ValueError("bad item")
+
+    def fail(item: Any) -> None:
+        if item == 1:
+            raise boom
+
+    failing, healthy = Recorder(initial=MAX, on_next_hook=fail), Recorder(initial=MAX)
+    publisher.subscribe(failing)
+    publisher.subscribe(healthy)
+    for i in range(3):
+        publisher.submit(i)
+    publisher.close()
+    executor.run_all()
+    assert handled == [(failing, boom)]
+    assert failing.kinds() == ["on_subscribe", "on_next", "on_next", "on_error"] and failing.error is boom
+    assert healthy.items == [0, 1, 2] and healthy.completed
+
+
+def test_handler_exception_is_ignored() -> None:
+    def handler(subscriber: Any, error: BaseException) -> None:
+        raise RuntimeError("handler failed")
+
+    publisher, executor = manual(handler=handler)
+    recorder = Recorder(initial=1, on_next_hook=lambda item: 1 / 0)
+    publisher.subscribe(recorder)
+    publisher.submit(1)
+    executor.run_all()
+    assert isinstance(recorder.error, ZeroDivisionError)
+
+
+def test_on_error_and_on_complete_exceptions_are_ignored() -> None:
+    publisher, executor = manual()
+
+    class Raising(Recorder):
+        def on_complete(self) -> None:
+            super().on_complete()
+            raise RuntimeError("ignored")
+
+    recorder = Raising()
+    publisher.subscribe(recorder)
+    publisher.close()
+    executor.run_all()
+    assert recorder.completed
+
+
+# --- request / cancel ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("n", [0, -1, -(2**63)])
+def test_request_non_positive_signals_value_error_citing_rule_3_9(n: int) -> None:
+    publisher, executor = manual()
+    recorder = Recorder()
+    publisher.subscribe(recorder)
+    executor.run_all()
+    recorder.subscription.request(n)  # type: ignore[union-attr]
+    executor.run_all()
+    assert isinstance(recorder.error, ValueError)
+    assert str(recorder.error) == f"non-positive subscription request: n must be > 0 (rule 3.9), got {n}"
+
+
+@pytest.mark.parametrize("n", ["3", 1.0, None, True])
+def test_request_non_int_signals_type_error(n: Any) -> None:
+    publisher, executor = manual()
+    recorder = Recorder()
+    publisher.subscribe(recorder)
+    executor.run_all()
+    recorder.subscription.request(n)  # type: ignore[union-attr]
+    executor.run_all()
+    assert isinstance(recorder.error, TypeError)
+    assert str(recorder.error) == f"subscription request must be an int (rule 3.9), got {n!r}"
+
+
+def test_demand_saturates_at_long_max() -> None:
+    publisher, executor = manual()
+    recorder = Recorder()
+    publisher.subscribe(recorder)
+    executor.run_all()
+    recorder.request(MAX)
+    recorder.request(MAX)
+    recorder.request(1)
+    assert publisher.estimate_minimum_demand() == MAX
+    for i in range(3):
+        publisher.submit(i)
+    executor.run_all()
+    assert recorder.items == [0, 1, 2] and recorder.error is None
+    assert publisher.estimate_minimum_demand() == MAX
+
+
+def test_request_updates_demand_synchronously() -> None:
+    publisher, executor = manual()
+    assert publisher.estimate_minimum_demand() == 0
+    recorder = Recorder()
+    publisher.subscribe(recorder)
+    executor.run_all()
+    recorder.request(1)
+    assert publisher.estimate_minimum_demand() == 1
+
+
+def test_cancel_stops_delivery_drops_items_and_later_requests_are_no_ops() -> None:
+    publisher, executor = manual()
+    recorder = Recorder(initial=1)
+    publisher.subscribe(recorder)
+    for i in range(5):
+        publisher.submit(i)
+    executor.run_all()
+    recorder.cancel()
+    recorder.cancel()
+    recorder.request(10)
+    executor.run_all()
+    assert recorder.items == [0] and recorder.kinds() == ["on_subscribe", "on_next"]
+    assert publisher.number_of_subscribers == 0
+    assert publisher.submit(99) == 0
+
+
+def test_cancel_after_invalid_request_still_delivers_the_error() -> None:
+    publisher, executor = manual()
+    recorder = Recorder()
+    publisher.subscribe(recorder)
+    executor.run_all()
+    recorder.subscription.request(-1)  # type: ignore[union-attr]
+    recorder.cancel()
+    executor.run_all()
+    assert isinstance(recorder.error, ValueError)
+
+
+def test_request_and_cancel_never_raise_when_executor_refuses() -> None:
+    executor = RejectingExecutor(accept=1)
+    publisher = SubmissionPublisher(executor)
+    recorder = Recorder()
+    publisher.subscribe(recorder)
+    executor.inner.run_all()
+    executor.accept = 0
+    recorder.request(1)
+    assert recorder.kinds() == ["on_subscribe", "on_error"]
+    assert str(recorder.error) == "executor refused the task"
+    recorder.cancel()
+    assert publisher.number_of_subscribers == 0
+
+    quiet = RejectingExecutor(accept=1)
+    publisher = SubmissionPublisher(quiet)
+    silent = Recorder()
+    publisher.subscribe(silent)
+    quiet.inner.run_all()
+    quiet.accept = 0
+    silent.cancel()  # refused too: closes without a signal
+    assert silent.kinds() == ["on_subscribe"] and publisher.number_of_subscribers == 0
+
+
+def test_cancel_drops_reference_to_subscriber() -> None:
+    publisher, executor = manual()
+    recorder = Recorder()
+    publisher.subscribe(recorder)
+    executor.run_all()
+    recorder.cancel()
+    executor.run_all()
+    import weakref
+
+    ref = weakref.ref(recorder)
+    subscription = recorder.subscription
+    del recorder
+    gc.collect()
+    assert ref() is None and subscription is not None
+
+
+# --- consume ------------------------------------------------------------------------------
+
+
+def test_consume_completes_future_when_stream_completes() -> None:
+    publisher, executor = manual()
+    seen: list[int] = []
+    future = publisher.consume(seen.append)
+    for i in range(3):
+        publisher.submit(i)
+    publisher.close()
+    executor.run_all()
+    assert future.result(timeout=0) is None and seen == [0, 1, 2]
+
+
+def test_consume_fails_future_with_stream_error() -> None:
+    publisher, executor = manual()
+    future = publisher.consume(lambda item: None)
+    publisher.close_exceptionally(OSError("disk"))
+    executor.run_all()
+    with pytest.raises(OSError, match=r"^disk$"):
+        future.result(timeout=0)
+
+
+def test_consume_fn_raising_fails_future_and_cancels() -> None:
+    publisher, executor = manual()
+    future = publisher.consume(lambda item: 1 / item)
+    publisher.submit(1)
+    publisher.submit(0)
+    executor.run_all()
+    assert isinstance(future.exception(timeout=0), ZeroDivisionError)
+    assert publisher.number_of_subscribers == 0
+
+
+def test_consume_future_cancel_cancels_the_subscription() -> None:
+    publisher, executor = manual()
+    seen: list[int] = []
+    future = publisher.consume(seen.append)
+    executor.run_all()
+    publisher.submit(1)
+    executor.run_all()
+    assert future.cancel()
+    executor.run_all()
+    assert publisher.number_of_subscribers == 0
+    publisher.submit(2)
+    executor.run_all()
+    assert seen == [1]
+    with pytest.raises(CancelledError):
+        future.result(timeout=0)
+
+
+def test_consume_none_is_type_error() -> None:
+    publisher, _ = manual()
+    with pytest.raises(TypeError, match=r"^fn must not be None$"):
+        publisher.consume(None)  # type: ignore[arg-type]
+
+
+# --- queries ---------------------------------------------------------------------------------
+
+
+def test_subscriber_queries() -> None:
+    publisher, executor = manual()
+    a, b = Recorder(), Recorder()
+    assert not publisher.has_subscribers and publisher.subscribers == []
+    publisher.subscribe(a)
+    publisher.subscribe(b)
+    assert publisher.has_subscribers and publisher.number_of_subscribers == 2
+    assert publisher.subscribers == [a, b]
+    subscribers = publisher.subscribers
+    subscribers.clear()  # a new list each time
+    assert publisher.number_of_subscribers == 2
+    assert publisher.is_subscribed(a) and not publisher.is_subscribed(Recorder())
+    with pytest.raises(TypeError, match=r"^subscriber must not be None$"):
+        publisher.is_subscribed(None)  # type: ignore[arg-type]
+    publisher.close()
+    assert not publisher.is_subscribed(a) and publisher.number_of_subscribers == 0
+    executor.run_all()
+
+
+def test_unclosed_publisher_with_subscribers_warns() -> None:
+    publisher, _ = manual()
+    publisher.subscribe(Recorder())
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        del publisher
+        gc.collect()
+    assert any(issubclass(w.category, ResourceWarning) and "unclosed" in str(w.message) for w in caught)
+
+
+def test_direct_executor_runs_signals_inside_the_calls_and_allows_reentrant_submit() -> None:
+    publisher: SubmissionPublisher[int] = SubmissionPublisher(direct_executor, 4)
+
+    def resubmit(item: int) -> None:
+        if item < 5:
+            publisher.submit(item + 10)
+
+    recorder = Recorder(initial=MAX, on_next_hook=resubmit)
+    publisher.subscribe(recorder)
+    assert recorder.kinds() == ["on_subscribe"]
+    publisher.submit(1)
+    assert recorder.items == [1, 11]
+    publisher.close()
+    assert recorder.completed and recorder.threads == {threading.get_ident()}
+
+
+def test_delivers_exactly_the_demand_when_more_is_buffered() -> None:
+    publisher, executor = manual()
+    recorder = Recorder()
+    publisher.subscribe(recorder)
+    executor.run_all()
+    for i in range(3):
+        publisher.submit(i)
+    recorder.request(2)
+    executor.run_all()
+    assert recorder.items == [0, 1] and recorder.violations == []
+    assert publisher.estimate_minimum_demand() == -1
