@@ -124,9 +124,7 @@ def on_backpressure_buffer(
     require_publisher(source, "source")
     require_positive(capacity, "capacity")
     if on_overflow not in _POLICIES:
-        raise ValueError(
-            f"on_overflow must be one of 'error', 'drop_oldest', 'drop_latest', got {on_overflow!r}"
-        )
+        raise ValueError(f"on_overflow must be one of 'error', 'drop_oldest', 'drop_latest', got {on_overflow!r}")
     return _BufferPublisher(source, capacity, on_overflow)
 
 

@@ -1,12 +1,8 @@
-"""Machinery shared by the operators: argument checks, the serial drain loop.
+"""Machinery shared by the operators: argument checks and the demand drain.
 
-Every asynchronous operator (``observe_on``, ``merge``, ``zip``, the
-backpressure operators, ...) delivers to its subscriber from a *drain loop*
-that at most one thread runs at a time. :class:`SerialDrain` implements the
-"work in progress" counter that guarantees it: a thread that signals while
-another drains only bumps the counter, and the draining thread loops once more
-before it leaves, so no signal is ever lost and subscriber methods are always
-called serially (rule 1.3).
+Every operator with a queue (``observe_on``, ``merge``, ``zip``, the
+backpressure operators) delivers to its subscriber from a *drain loop* that
+at most one thread runs at a time: :class:`DemandDrain`.
 """
 
 from __future__ import annotations
@@ -17,47 +13,21 @@ from collections.abc import Callable
 from typing import Any
 
 from flowpy._demand import MAX_DEMAND, add_demand, check_request
-from flowpy.executors import Executor, Task, as_execute, default_executor
+from flowpy._serial import SerialDrain
+from flowpy._signals import report
+from flowpy.executors import Task, direct_executor
 from flowpy.flow import Subscriber, Subscription
 
 __all__ = [
-    "DEFAULT_EXECUTOR",
     "CancelledSubscription",
     "DemandDrain",
-    "SerialDrain",
     "reject_subscriber",
-    "report_dropped",
     "require_callable",
     "require_non_negative",
     "require_positive",
     "require_publisher",
     "require_subscriber",
-    "resolve_executor",
 ]
-
-
-class _DefaultExecutor:
-    """The default value of ``executor`` parameters: the shared pool."""
-
-    __slots__ = ()
-
-    def __repr__(self) -> str:
-        return "default_executor()"
-
-
-DEFAULT_EXECUTOR: Any = _DefaultExecutor()
-"""Leave ``executor`` out to get :func:`flowpy.executors.default_executor`; ``None`` is refused."""
-
-
-def resolve_executor(executor: Executor) -> Callable[[Task], object]:
-    """Return the ``execute(fn)`` of ``executor``, or of the shared pool for :data:`DEFAULT_EXECUTOR`.
-
-    Raises:
-        TypeError: if ``executor`` is ``None`` or not an executor.
-    """
-    if executor is DEFAULT_EXECUTOR:
-        executor = default_executor()
-    return as_execute(executor, name="executor")
 
 
 def require_subscriber(subscriber: object) -> None:
@@ -119,91 +89,36 @@ class CancelledSubscription(Subscription):
         """Do nothing (rule 3.7)."""
 
 
-def report_dropped(error: BaseException) -> None:
-    """Report an error that has nowhere to go (the stream has ended) to :func:`threading.excepthook`."""
-    threading.excepthook(
-        threading.ExceptHookArgs((type(error), error, error.__traceback__, threading.current_thread()))
-    )
-
-
 def reject_subscriber(subscriber: Subscriber[Any], error: BaseException) -> None:
     """Refuse ``subscriber``: ``on_subscribe`` with a dead subscription, then ``on_error`` (rule 1.9)."""
     subscriber.on_subscribe(CancelledSubscription())
     subscriber.on_error(error)
 
 
-class SerialDrain(ABC):
-    """A drain loop that runs on one thread at a time and never misses a signal.
-
-    Subclasses implement :meth:`_drain`, which delivers whatever it can and
-    returns; :meth:`_signal` is called after every change of state that may
-    let it deliver more (an item arrived, demand grew, a terminal signal, a
-    cancel). :meth:`_start` runs the loop; it runs it inline, and
-    ``observe_on`` overrides it to hand the loop to an executor.
-    """
-
-    __slots__ = ("_wip", "_wip_lock")
-
-    def __init__(self, *, held: bool = False) -> None:
-        # Guards _wip only; no subscriber code runs while it is held.
-        self._wip_lock = threading.Lock()
-        # Number of signals not yet seen by a drain pass; the thread that
-        # moves it from 0 to 1 owns the loop until it brings it back to 0.
-        # ``held``: the creating thread owns the loop until _release(), so
-        # nothing is delivered before, say, on_subscribe has returned.
-        self._wip = 1 if held else 0
-
-    def _release(self) -> None:
-        """Give up the loop held since ``__init__``; run a pass if a signal came meanwhile."""
-        with self._wip_lock:
-            self._wip -= 1
-            if self._wip == 0:
-                return
-        self._start()
-
-    def _signal(self) -> None:
-        """Make a drain pass happen after this call: run one, or tell the running one."""
-        with self._wip_lock:
-            self._wip += 1
-            if self._wip != 1:
-                return
-        self._start()
-
-    def _start(self) -> None:
-        """Run the loop; called by the thread that now owns it."""
-        self._run_drain()
-
-    def _run_drain(self) -> None:
-        """Drain until no signal arrived during the last pass."""
-        missed = 1
-        drain = self._drain
-        lock = self._wip_lock
-        while True:
-            drain()
-            with lock:
-                self._wip -= missed
-                missed = self._wip
-                if missed == 0:
-                    return
-
-    @abstractmethod
-    def _drain(self) -> None:
-        """Deliver what can be delivered now; runs on one thread at a time."""
-
-
-class DemandDrain(SerialDrain, Subscription):
-    """A :class:`SerialDrain` that is also the downstream's subscription.
+class DemandDrain(Subscription, ABC):
+    """The downstream's subscription of an operator that delivers from a drain loop.
 
     It keeps the downstream's demand, its cancellation and the first failure;
     the subclass's :meth:`_drain` delivers within ``_requested``, reports what
     it delivered with :meth:`_produced`, and acts on ``cancelled`` and
-    ``_failure`` (signalled at once, ahead of queued items).
+    ``_failure`` (signalled at once, ahead of queued items). :meth:`_signal`
+    is called after every change that may let it deliver more; the loop
+    (:class:`flowpy._serial.SerialDrain`) then runs :meth:`_drain` on one
+    thread at a time, once more for every signal that came while it ran, so
+    subscriber methods are always called serially (rule 1.3).
+
+    The loop runs inline on the signalling thread, or on ``execute`` when
+    one is given. Nothing is delivered before :meth:`_release`, which the
+    subclass calls when the downstream's ``on_subscribe`` has returned.
     """
 
-    __slots__ = ("_failure", "_lock", "_requested", "cancelled")
+    __slots__ = ("_failure", "_inline", "_lock", "_ready", "_requested", "_serial", "_signal", "cancelled")
 
-    def __init__(self, *, held: bool = False) -> None:
-        super().__init__(held=held)
+    def __init__(self, execute: Callable[[Task], object] | None = None) -> None:
+        self._inline = execute is None
+        self._serial = SerialDrain(direct_executor.execute if execute is None else execute, self._pass, self._rejected)
+        self._signal: Callable[[], None] = self._serial.signal
+        self._ready = False  # set by _release(); no pass delivers before
         self.cancelled = False  # set by cancel() or a terminal signal; never cleared
         # --- Guarded by self._lock -----------------------------------------
         self._lock = threading.Lock()
@@ -236,6 +151,40 @@ class DemandDrain(SerialDrain, Subscription):
         if not self.cancelled:
             self.cancelled = True
             self._signal()
+
+    def _release(self) -> None:
+        """Allow delivery (the downstream's ``on_subscribe`` has returned) and run a pass."""
+        self._ready = True
+        self._signal()
+
+    def _pass(self, first: bool) -> bool:
+        if self._ready:
+            self._drain()
+        return False
+
+    @abstractmethod
+    def _drain(self) -> None:
+        """Deliver what can be delivered now; runs on one thread at a time."""
+
+    @abstractmethod
+    def _cancel_upstream(self) -> None:
+        """Cancel every upstream subscription and drop what is queued."""
+
+    @abstractmethod
+    def _signal_downstream_error(self, error: BaseException) -> None:
+        """Signal ``error`` to the downstream unless it already had its terminal signal."""
+
+    def _rejected(self, error: BaseException) -> None:
+        # Inline, ``error`` was raised by the drain: a downstream method broke
+        # rule 2.13, so the stream ends and the error is logged. On an
+        # executor, the executor refused the task: the downstream is told.
+        # Either way no pass runs again (the loop stays owned).
+        self.cancelled = True
+        self._cancel_upstream()
+        if self._inline:
+            report(error, f"a subscriber method raised inside {type(self).__name__}'s drain (rule 2.13)")
+        else:
+            self._signal_downstream_error(error)
 
     def _produced(self, emitted: int, requested: int) -> None:
         """Subtract ``emitted`` from the demand, which was ``requested`` when the pass began."""

@@ -29,8 +29,9 @@ from collections.abc import Callable
 from typing import Any, Generic, TypeVar
 
 from flowpy._demand import add_demand, check_request
+from flowpy._signals import report
 from flowpy.flow import Publisher, Subscriber, Subscription
-from flowpy.operators._base import report_dropped, require_subscriber
+from flowpy.operators._base import require_subscriber
 
 __all__ = ["Demand", "FusedPublisher", "FusedSubscriber", "Handler", "Step", "fuse"]
 
@@ -230,7 +231,7 @@ class FusedSubscriber(Subscriber[Any], Subscription, Generic[T_co]):
 
     def _fail(self, error: Exception) -> None:
         if self.done:  # cancelled meanwhile, or the downstream's on_complete raised
-            report_dropped(error)
+            report(error, f"{type(self).__name__} could not signal an error after its terminal signal")
             return
         self.done = True
         assert self.upstream is not None

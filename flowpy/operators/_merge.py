@@ -72,7 +72,7 @@ class _Coordinator(DemandDrain, Generic[T]):
         prefetch: int,
         feed: Iterator[Publisher[T]] | None,
     ) -> None:
-        super().__init__(held=True)  # released once the downstream has its subscription
+        super().__init__()
         self._downstream = downstream
         self.max_concurrency = max_concurrency
         self.prefetch = prefetch
@@ -96,6 +96,14 @@ class _Coordinator(DemandDrain, Generic[T]):
         """Say that no inner publisher will be added any more."""
         self.outer_done = True
         self._signal()
+
+    def _signal_downstream_error(self, error: BaseException) -> None:
+        if not self._terminated:
+            self._terminated = True
+            self._downstream.on_error(error)
+
+    def _cancel_upstream(self) -> None:
+        self._cancel_all()
 
     def _cancel_all(self) -> None:
         self.cancelled = True

@@ -11,15 +11,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Generic, TypeVar
 
+from flowpy._serial import DEFAULT, Default, resolve_execute
 from flowpy.executors import Executor, Task
 from flowpy.flow import Publisher, Subscriber
-from flowpy.operators._base import (
-    DEFAULT_EXECUTOR,
-    require_positive,
-    require_publisher,
-    require_subscriber,
-    resolve_executor,
-)
+from flowpy.operators._base import require_positive, require_publisher, require_subscriber
 from flowpy.operators._queue import HeadSubscriber, QueueDrain
 
 __all__ = ["observe_on"]
@@ -45,27 +40,14 @@ class _ObserveOnPublisher(Publisher[T_co]):
 class _ObserveOn(QueueDrain[T], Generic[T]):
     """The downstream's subscription; its drain runs on the executor."""
 
-    __slots__ = ("_execute",)
+    __slots__ = ()
 
     def __init__(self, downstream: Subscriber[T], execute: Callable[[Task], object], prefetch: int) -> None:
-        super().__init__(downstream)
-        self._execute = execute
+        super().__init__(downstream, execute)
         self.upstream = HeadSubscriber(self, prefetch, "observe_on's upstream", delay_error=True)
 
-    def _start(self) -> None:
-        try:
-            self._execute(self._run_drain)
-        except Exception as error:  # refused: this thread keeps the loop, so no drain ever runs
-            self.cancelled = True
-            self.upstream.cancel()
-            if not self._terminated:
-                self._terminated = True
-                self.downstream.on_error(error)
 
-
-def observe_on(
-    source: Publisher[T], executor: Executor = DEFAULT_EXECUTOR, *, prefetch: int = 256
-) -> Publisher[T]:
+def observe_on(source: Publisher[T], executor: Executor | Default = DEFAULT, *, prefetch: int = 256) -> Publisher[T]:
     """Deliver the items of ``source`` on ``executor``, through a queue of at most ``prefetch``::
 
         source:   --1--2--3--|          (upstream thread)
@@ -92,4 +74,4 @@ def observe_on(
     """
     require_publisher(source, "source")
     require_positive(prefetch, "prefetch")
-    return _ObserveOnPublisher(source, resolve_executor(executor), prefetch)
+    return _ObserveOnPublisher(source, resolve_execute(executor), prefetch)

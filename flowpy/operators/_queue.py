@@ -9,9 +9,11 @@ queue is empty.
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Callable
 from typing import Any, Generic, TypeVar
 
 from flowpy.errors import MissingBackpressureError
+from flowpy.executors import Task
 from flowpy.flow import Subscriber, Subscription
 from flowpy.operators._base import DemandDrain
 
@@ -182,18 +184,26 @@ class QueueDrain(DemandDrain, Generic[T]):
     """The downstream's subscription: delivers the queue of :attr:`upstream`.
 
     The subclass creates :attr:`upstream` (a :class:`HeadSubscriber`) in its
-    ``__init__``. The drain runs inline on the signalling thread unless
-    :meth:`_start` is overridden.
+    ``__init__``. The drain runs inline on the signalling thread, or on
+    ``execute`` if given.
     """
 
     __slots__ = ("_terminated", "downstream", "upstream")
 
     upstream: HeadSubscriber
 
-    def __init__(self, downstream: Subscriber[T]) -> None:
-        super().__init__(held=True)  # released when on_subscribe has returned
+    def __init__(self, downstream: Subscriber[T], execute: Callable[[Task], object] | None = None) -> None:
+        super().__init__(execute)
         self.downstream = downstream
         self._terminated = False  # drain only: a terminal signal went downstream
+
+    def _cancel_upstream(self) -> None:
+        self.upstream.cancel()
+
+    def _signal_downstream_error(self, error: BaseException) -> None:
+        if not self._terminated:
+            self._terminated = True
+            self.downstream.on_error(error)
 
     def _terminate(self, error: BaseException | None) -> None:
         self._terminated = True

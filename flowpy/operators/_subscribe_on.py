@@ -12,16 +12,10 @@ from collections import deque
 from collections.abc import Callable
 from typing import Generic, TypeVar
 
+from flowpy._serial import DEFAULT, Default, SerialDrain, resolve_execute
 from flowpy.executors import Executor, Task
 from flowpy.flow import Publisher, Subscriber, Subscription
-from flowpy.operators._base import (
-    DEFAULT_EXECUTOR,
-    SerialDrain,
-    reject_subscriber,
-    require_publisher,
-    require_subscriber,
-    resolve_executor,
-)
+from flowpy.operators._base import reject_subscriber, require_publisher, require_subscriber
 
 __all__ = ["SerialExecutor", "subscribe_on"]
 
@@ -29,37 +23,30 @@ T = TypeVar("T")
 T_co = TypeVar("T_co", covariant=True)
 
 
-class SerialExecutor(SerialDrain):
+class SerialExecutor:
     """Runs tasks one at a time, in the order given, on an underlying executor.
 
-    Only one task of this serial executor is queued on, or running on, the
-    underlying executor at a time; it runs every task queued meanwhile.
+    At most one task of this serial executor is queued on, or running on, the
+    underlying executor; it runs every task queued meanwhile.
     """
 
-    __slots__ = ("_execute", "_on_reject", "_tasks")
+    __slots__ = ("_serial", "_tasks")
 
     def __init__(self, execute: Callable[[Task], object], on_reject: Callable[[BaseException], None]) -> None:
-        super().__init__()
-        self._execute = execute
-        self._on_reject = on_reject  # called on the refused thread, which then keeps the loop
+        # on_reject runs on the refused thread; no task of ours runs after it.
+        self._serial = SerialDrain(execute, self._drain, on_reject)
         self._tasks: deque[Task] = deque()
 
     def execute(self, task: Task) -> None:
         """Queue ``task`` to run after the tasks queued before it."""
         self._tasks.append(task)
-        self._signal()
+        self._serial.signal()
 
-    def _start(self) -> None:
-        try:
-            self._execute(self._run_drain)
-        except Exception as error:  # refused: no task of ours will run again
-            self._tasks.clear()
-            self._on_reject(error)
-
-    def _drain(self) -> None:
+    def _drain(self, first: bool) -> bool:
         tasks = self._tasks
         while tasks:
             tasks.popleft()()
+        return False
 
 
 class _SubscribeOn(Subscriber[T], Subscription, Generic[T]):
@@ -76,9 +63,7 @@ class _SubscribeOn(Subscriber[T], Subscription, Generic[T]):
         "_upstream",
     )
 
-    def __init__(
-        self, downstream: Subscriber[T], source: Publisher[T], execute: Callable[[Task], object]
-    ) -> None:
+    def __init__(self, downstream: Subscriber[T], source: Publisher[T], execute: Callable[[Task], object]) -> None:
         self._downstream = downstream
         self._source = source
         self._serial = SerialExecutor(execute, self._rejected)
@@ -197,7 +182,7 @@ class _SubscribeOnPublisher(Publisher[T_co]):
         _SubscribeOn(subscriber, self._source, self._execute).start()
 
 
-def subscribe_on(source: Publisher[T], executor: Executor = DEFAULT_EXECUTOR) -> Publisher[T]:
+def subscribe_on(source: Publisher[T], executor: Executor | Default = DEFAULT) -> Publisher[T]:
     """Call ``source.subscribe`` and every ``request`` on ``executor``, one at a time, in order::
 
         source:  --1--2--3--|     (produced inside request(), now on the pool)
@@ -212,4 +197,4 @@ def subscribe_on(source: Publisher[T], executor: Executor = DEFAULT_EXECUTOR) ->
         TypeError: if ``executor`` is ``None`` or not an executor.
     """
     require_publisher(source, "source")
-    return _SubscribeOnPublisher(source, resolve_executor(executor))
+    return _SubscribeOnPublisher(source, resolve_execute(executor))

@@ -27,13 +27,17 @@ class _ZipCoordinator(DemandDrain):
 
     __slots__ = ("_downstream", "_fn", "inners")
 
-    def __init__(
-        self, downstream: Subscriber[Any], fn: Callable[..., Any], count: int, prefetch: int
-    ) -> None:
-        super().__init__(held=True)  # released once every source is subscribed
+    def __init__(self, downstream: Subscriber[Any], fn: Callable[..., Any], count: int, prefetch: int) -> None:
+        super().__init__()
         self._downstream = downstream
         self._fn = fn
         self.inners = tuple(QueueSubscriber(self, prefetch, f"zip source {index}") for index in range(count))
+
+    def _cancel_upstream(self) -> None:
+        self._end()
+
+    def _signal_downstream_error(self, error: BaseException) -> None:
+        self._downstream.on_error(error)
 
     def _end(self) -> None:
         self.cancelled = True
@@ -97,9 +101,7 @@ class _ZipPublisher(Publisher[Any]):
         coordinator._release()
 
 
-def zip_(
-    *publishers: Publisher[Any], fn: Callable[..., Any] = _as_tuple, prefetch: int = 256
-) -> Publisher[Any]:
+def zip_(*publishers: Publisher[Any], fn: Callable[..., Any] = _as_tuple, prefetch: int = 256) -> Publisher[Any]:
     """Emit ``fn(a, b, ...)`` of the n-th items of each publisher, by default as tuples::
 
         first:   --1-----2-----3--|
