@@ -7,7 +7,7 @@ from typing import Any, TypeVar, cast
 
 from flowpy.flow import Publisher
 from flowpy.operators._base import require_callable, require_publisher
-from flowpy.operators._fused import FusedSubscriber, Handler, Step, fuse
+from flowpy.operators._fused import Step, fuse, indent
 
 __all__ = ["filter_"]
 
@@ -24,17 +24,17 @@ class _Filter(Step):
     def drops(self) -> bool:
         return True
 
-    def link(self, stage: FusedSubscriber[Any], emit: Handler, index: int) -> Handler:
-        predicate = self._predicate
-        missed = stage.missed
+    def code(self, index: int, rest: list[str]) -> list[str]:
+        return [
+            f"if predicate{index}(item):",
+            *indent(rest),
+            "else:",
+            f"    missed[{index}] += 1",
+            "    pending = True",
+        ]
 
-        def on_filter(item: Any) -> None:
-            if predicate(item):
-                emit(item)
-            else:
-                missed[index] += 1
-
-        return on_filter
+    def arguments(self, index: int) -> dict[str, object]:
+        return {f"predicate{index}": self._predicate}
 
 
 def filter_(source: Publisher[T], predicate: Callable[[T], object]) -> Publisher[T]:

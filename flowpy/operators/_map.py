@@ -10,7 +10,7 @@ from typing import Any, TypeVar, cast
 
 from flowpy.flow import Publisher
 from flowpy.operators._base import require_callable, require_publisher
-from flowpy.operators._fused import FusedSubscriber, Handler, Step, fuse
+from flowpy.operators._fused import Step, fuse, indent
 
 __all__ = ["map_", "scan"]
 
@@ -20,8 +20,8 @@ R = TypeVar("R")
 _NO_INITIAL: Any = object()
 
 
-def _none_error(name: str, fn: object) -> TypeError:
-    return TypeError(f"{name} function must not return None (rule 2.13), got None from {fn!r}")
+def _none_message(name: str, fn: object) -> str:
+    return f"{name} function must not return None (rule 2.13), got None from {fn!r}"
 
 
 class _Map(Step):
@@ -30,16 +30,16 @@ class _Map(Step):
     def __init__(self, fn: Callable[[Any], Any]) -> None:
         self._fn = fn
 
-    def link(self, stage: FusedSubscriber[Any], emit: Handler, index: int) -> Handler:
-        fn = self._fn
+    def code(self, index: int, rest: list[str]) -> list[str]:
+        return [
+            f"item = fn{index}(item)",
+            "if item is None:",
+            f"    raise TypeError(message{index})",
+            *rest,
+        ]
 
-        def on_map(item: Any) -> None:
-            result = fn(item)
-            if result is None:
-                raise _none_error("map", fn)
-            emit(result)
-
-        return on_map
+    def arguments(self, index: int) -> dict[str, object]:
+        return {f"fn{index}": self._fn, f"message{index}": _none_message("map", self._fn)}
 
 
 class _Scan(Step):
@@ -49,21 +49,29 @@ class _Scan(Step):
         self._fn = fn
         self._initial = initial
 
-    def link(self, stage: FusedSubscriber[Any], emit: Handler, index: int) -> Handler:
-        fn = self._fn
-        accumulator = self._initial
+    def code(self, index: int, rest: list[str]) -> list[str]:
+        accumulator = f"accumulator{index}"
+        fold = [
+            f"{accumulator} = fn{index}({accumulator}, item)",
+            f"if {accumulator} is None:",
+            f"    raise TypeError(message{index})",
+            f"item = {accumulator}",
+        ]
+        if self._initial is not _NO_INITIAL:
+            return [*fold, *rest]
+        # Without an initial value the first item is the first accumulator.
+        return [f"if {accumulator} is no_initial{index}:", f"    {accumulator} = item", "else:", *indent(fold), *rest]
 
-        def on_scan(item: Any) -> None:
-            nonlocal accumulator
-            if accumulator is _NO_INITIAL:
-                accumulator = item
-            else:
-                accumulator = fn(accumulator, item)
-                if accumulator is None:
-                    raise _none_error("scan", fn)
-            emit(accumulator)
+    def arguments(self, index: int) -> dict[str, object]:
+        return {
+            f"fn{index}": self._fn,
+            f"initial{index}": self._initial,
+            f"no_initial{index}": _NO_INITIAL,
+            f"message{index}": _none_message("scan", self._fn),
+        }
 
-        return on_scan
+    def state(self, index: int) -> dict[str, str]:
+        return {f"accumulator{index}": f"initial{index}"}
 
 
 def map_(source: Publisher[T], fn: Callable[[T], R]) -> Publisher[R]:

@@ -12,7 +12,7 @@ from typing import Any, TypeVar, cast
 from flowpy._demand import add_demand
 from flowpy.flow import Publisher
 from flowpy.operators._base import require_callable, require_non_negative, require_publisher
-from flowpy.operators._fused import Demand, FusedSubscriber, Handler, Step, fuse
+from flowpy.operators._fused import Demand, Step, fuse, indent
 
 __all__ = ["skip", "take", "take_while"]
 
@@ -41,18 +41,14 @@ class _Take(Step):
 
         return cap
 
-    def link(self, stage: FusedSubscriber[Any], emit: Handler, index: int) -> Handler:
-        remaining = self._count
-        complete = stage.complete
+    def code(self, index: int, rest: list[str]) -> list[str]:
+        return [f"remaining{index} -= 1", *rest, f"if not remaining{index}:", "    complete()"]
 
-        def on_take(item: Any) -> None:
-            nonlocal remaining
-            remaining -= 1
-            emit(item)
-            if not remaining:
-                complete()
+    def arguments(self, index: int) -> dict[str, object]:
+        return {f"count{index}": self._count}
 
-        return on_take
+    def state(self, index: int) -> dict[str, str]:
+        return {f"remaining{index}": f"count{index}"}
 
 
 class _Skip(Step):
@@ -72,17 +68,14 @@ class _Skip(Step):
 
         return add
 
-    def link(self, stage: FusedSubscriber[Any], emit: Handler, index: int) -> Handler:
-        remaining = self._count
+    def code(self, index: int, rest: list[str]) -> list[str]:
+        return [f"if remaining{index}:", f"    remaining{index} -= 1", "else:", *indent(rest)]
 
-        def on_skip(item: Any) -> None:
-            nonlocal remaining
-            if remaining:
-                remaining -= 1
-            else:
-                emit(item)
+    def arguments(self, index: int) -> dict[str, object]:
+        return {f"count{index}": self._count}
 
-        return on_skip
+    def state(self, index: int) -> dict[str, str]:
+        return {f"remaining{index}": f"count{index}"}
 
 
 class _TakeWhile(Step):
@@ -91,17 +84,11 @@ class _TakeWhile(Step):
     def __init__(self, predicate: Callable[[Any], object]) -> None:
         self._predicate = predicate
 
-    def link(self, stage: FusedSubscriber[Any], emit: Handler, index: int) -> Handler:
-        predicate = self._predicate
-        complete = stage.complete
+    def code(self, index: int, rest: list[str]) -> list[str]:
+        return [f"if predicate{index}(item):", *indent(rest), "else:", "    complete()"]
 
-        def on_take_while(item: Any) -> None:
-            if predicate(item):
-                emit(item)
-            else:
-                complete()
-
-        return on_take_while
+    def arguments(self, index: int) -> dict[str, object]:
+        return {f"predicate{index}": self._predicate}
 
 
 def take(source: Publisher[T], count: int) -> Publisher[T]:

@@ -18,16 +18,12 @@ from flowpy.operators._queue import QueueSubscriber
 __all__ = ["zip_"]
 
 
-def _as_tuple(*items: Any) -> tuple[Any, ...]:
-    return items
-
-
 class _ZipCoordinator(DemandDrain):
     """The downstream's subscription: emits ``fn(*heads)`` while every queue has a head."""
 
     __slots__ = ("_downstream", "_fn", "inners")
 
-    def __init__(self, downstream: Subscriber[Any], fn: Callable[..., Any], count: int, prefetch: int) -> None:
+    def __init__(self, downstream: Subscriber[Any], fn: Callable[..., Any] | None, count: int, prefetch: int) -> None:
         super().__init__()
         self._downstream = downstream
         self._fn = fn
@@ -66,15 +62,16 @@ class _ZipCoordinator(DemandDrain):
                 return
             if emitted == requested or not all(inner.queue for inner in inners):
                 break
-            heads = [inner.poll() for inner in inners]
-            try:
-                result = fn(*heads)
-                if result is None:
-                    raise TypeError(f"zip function must not return None (rule 2.13), got None from {fn!r}")
-            except Exception as error:
-                self._end()
-                downstream.on_error(error)
-                return
+            result: Any = tuple([inner.poll() for inner in inners])
+            if fn is not None:
+                try:
+                    result = fn(*result)
+                    if result is None:
+                        raise TypeError(f"zip function must not return None (rule 2.13), got None from {fn!r}")
+                except Exception as error:
+                    self._end()
+                    downstream.on_error(error)
+                    return
             downstream.on_next(result)
             emitted += 1
             if self.cancelled or self._failure is not None:
@@ -85,7 +82,7 @@ class _ZipCoordinator(DemandDrain):
 class _ZipPublisher(Publisher[Any]):
     __slots__ = ("_fn", "_prefetch", "_publishers")
 
-    def __init__(self, publishers: tuple[Publisher[Any], ...], fn: Callable[..., Any], prefetch: int) -> None:
+    def __init__(self, publishers: tuple[Publisher[Any], ...], fn: Callable[..., Any] | None, prefetch: int) -> None:
         self._publishers = publishers
         self._fn = fn
         self._prefetch = prefetch
@@ -101,8 +98,8 @@ class _ZipPublisher(Publisher[Any]):
         coordinator._release()
 
 
-def zip_(*publishers: Publisher[Any], fn: Callable[..., Any] = _as_tuple, prefetch: int = 256) -> Publisher[Any]:
-    """Emit ``fn(a, b, ...)`` of the n-th items of each publisher, by default as tuples::
+def zip_(*publishers: Publisher[Any], fn: Callable[..., Any] | None = None, prefetch: int = 256) -> Publisher[Any]:
+    """Emit ``fn(a, b, ...)`` of the n-th items of each publisher, or the tuple ``(a, b, ...)``::
 
         first:   --1-----2-----3--|
         second:  -----a-----b--|
@@ -122,6 +119,7 @@ def zip_(*publishers: Publisher[Any], fn: Callable[..., Any] = _as_tuple, prefet
         require_publisher(publisher, f"publishers[{index}]")
     if not publishers:
         raise ValueError("zip must be given at least one publisher, got none")
-    require_callable(fn, "fn")
+    if fn is not None:
+        require_callable(fn, "fn")
     require_positive(prefetch, "prefetch")
     return _ZipPublisher(publishers, fn, prefetch)

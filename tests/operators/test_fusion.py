@@ -1,0 +1,70 @@
+"""Fusion: chained synchronous operators run as one stage on the delivering thread."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from flowpy import operators
+from flowpy.executors import DaemonThreadPool
+from flowpy.flowable import Flowable
+from flowpy.operators._fused import FusedPublisher, FusedSubscriber
+from flowpy.sources import RangePublisher
+from tests.operators.conftest import WAIT, Spy
+from tests.support import Recorder
+
+
+def test_fusion_map_filter_take_subscribes_one_subscriber_upstream() -> None:
+    spy = Spy(RangePublisher(0, 100))
+    chain = operators.take(operators.filter(operators.map(spy, lambda x: x * 2), lambda x: x % 3 == 0), 4)
+    recorder = Recorder()
+    chain.subscribe(recorder)
+    recorder.request(10)
+    assert recorder.items == [0, 6, 12, 18]
+    assert len(spy.subscriptions) == 1
+    assert len(spy.subscribers) == 1
+    assert isinstance(spy.subscribers[0], FusedSubscriber)
+    assert recorder.subscription is spy.subscribers[0]
+
+
+def test_fusion_chain_is_one_publisher_with_all_steps() -> None:
+    chain = Flowable.range(0, 10).map(str).filter(bool).skip(1).take_while(bool).scan(lambda a, b: a + b).take(3)
+    publisher = chain.publisher
+    assert isinstance(publisher, FusedPublisher)
+    assert [type(step).__name__ for step in publisher.steps] == [
+        "_Map",
+        "_Filter",
+        "_Skip",
+        "_TakeWhile",
+        "_Scan",
+        "_Take",
+    ]
+
+
+def test_fusion_steps_run_on_the_thread_that_delivers_upstream_items() -> None:
+    pool = DaemonThreadPool(1, thread_name_prefix="upstream")
+    try:
+        seen: set[str] = set()
+
+        def note(x: Any) -> Any:
+            seen.add(threading.current_thread().name)
+            return x
+
+        upstream = operators.subscribe_on(RangePublisher(0, 50), pool)
+        recorder = Recorder()
+        operators.take(operators.filter(operators.map(upstream, note), lambda x: note(x) is not None), 20).subscribe(recorder)
+        assert recorder.subscribed.wait(WAIT)
+        recorder.request(100)
+        assert recorder.done.wait(WAIT)
+        assert recorder.items == list(range(20))
+        assert seen == {"upstream-0"}
+        assert recorder.violations == []
+    finally:
+        pool.shutdown()
+
+
+def test_fusion_boundary_operator_starts_a_new_stage() -> None:
+    fused = operators.map(RangePublisher(0, 3), str)
+    bounded = operators.map(operators.observe_on(fused), str)
+    assert isinstance(bounded, FusedPublisher)
+    assert len(bounded.steps) == 1
