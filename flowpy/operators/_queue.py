@@ -176,8 +176,8 @@ class HeadSubscriber(QueueSubscriber):
             return
         parent = self.parent
         parent.downstream.on_subscribe(parent)
+        parent._release()  # the downstream may take items from now on, as they arrive
         self.start()
-        parent._release()
 
 
 class QueueDrain(DemandDrain, Generic[T]):

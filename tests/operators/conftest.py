@@ -108,7 +108,6 @@ def drive(publisher: Publisher[Any], pattern: list[int]) -> Recorder:
     return recorder
 
 
-
 patterns = st.lists(st.integers(min_value=1, max_value=7), max_size=12)
 """Random request patterns: the amounts a subscriber asks for, one after the other."""
 

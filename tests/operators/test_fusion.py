@@ -52,7 +52,9 @@ def test_fusion_steps_run_on_the_thread_that_delivers_upstream_items() -> None:
 
         upstream = operators.subscribe_on(RangePublisher(0, 50), pool)
         recorder = Recorder()
-        operators.take(operators.filter(operators.map(upstream, note), lambda x: note(x) is not None), 20).subscribe(recorder)
+        operators.take(operators.filter(operators.map(upstream, note), lambda x: note(x) is not None), 20).subscribe(
+            recorder
+        )
         assert recorder.subscribed.wait(WAIT)
         recorder.request(100)
         assert recorder.done.wait(WAIT)

@@ -1,0 +1,60 @@
+"""subscribe_on: subscribe and request on an executor, in order."""
+
+from __future__ import annotations
+
+import threading
+
+from flowpy import operators
+from flowpy.executors import DaemonThreadPool
+from flowpy.sources import RangePublisher, just
+from tests.operators.conftest import WAIT, Spy
+from tests.support import ManualExecutor, Recorder, RejectingExecutor
+
+
+def test_subscribe_on_source_produces_on_the_executor() -> None:
+    pool = DaemonThreadPool(1, thread_name_prefix="producer")
+    try:
+        names: set[str] = set()
+        recorder = Recorder(on_next_hook=lambda item: names.add(threading.current_thread().name))
+        operators.subscribe_on(RangePublisher(0, 20), pool).subscribe(recorder)
+        assert recorder.subscribed.wait(WAIT)
+        recorder.request(20)
+        assert recorder.done.wait(WAIT)
+        assert recorder.items == list(range(20))
+        assert names == {"producer-0"}
+    finally:
+        pool.shutdown()
+
+
+def test_subscribe_on_requests_run_in_order_after_subscribe() -> None:
+    spy = Spy(RangePublisher(0, 10))
+    executor = ManualExecutor()
+    recorder = Recorder()
+    operators.subscribe_on(spy, executor).subscribe(recorder)
+    assert spy.subscriptions == []
+    executor.run_all()
+    recorder.request(2)
+    recorder.request(3)
+    assert spy.subscription.requests == []
+    executor.run_all()
+    assert spy.subscription.requests == [2, 3]
+    assert recorder.items == [0, 1, 2, 3, 4]
+
+
+def test_subscribe_on_refused_subscribe_signals_error_after_on_subscribe() -> None:
+    recorder = Recorder()
+    operators.subscribe_on(just(1), RejectingExecutor(0)).subscribe(recorder)
+    assert recorder.kinds() == ["on_subscribe", "on_error"]
+    assert str(recorder.error) == "executor refused the task"
+
+
+def test_subscribe_on_refused_request_cancels_source_and_signals_error() -> None:
+    spy = Spy(RangePublisher(0, 10))
+    executor = RejectingExecutor(1)
+    recorder = Recorder()
+    operators.subscribe_on(spy, executor).subscribe(recorder)
+    executor.inner.run_all()
+    recorder.request(1)
+    assert spy.subscription.cancelled.is_set()
+    assert isinstance(recorder.error, RuntimeError)
+    assert recorder.violations == []
