@@ -205,9 +205,9 @@ class _Outer(Subscriber[Any], Generic[T, R]):
             return
         coordinator._outer = subscription
         self._downstream.on_subscribe(coordinator)
+        coordinator._release()
         if not coordinator.cancelled:
             subscription.request(coordinator.max_concurrency)
-        coordinator._release()
 
     def on_next(self, item: T) -> None:
         if item is None:

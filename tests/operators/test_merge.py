@@ -28,10 +28,15 @@ def test_merge_never_requests_more_than_prefetch_per_source() -> None:
     operators.merge(first, second, prefetch=8).subscribe(recorder)
     assert first.subscription.requests == [8]
     assert second.subscription.requests == [8]
-    recorder.request(10)
+    recorder.request(10)  # five from each: fewer than 6 (75 % of 8) taken from either
+    assert first.subscription.requests == [8]
+    assert second.subscription.requests == [8]
+    recorder.request(4)  # seven from each: 6 taken, so 6 more asked of each
+    assert first.subscription.requests == [8, 6]
+    assert second.subscription.requests == [8, 6]
     for spy in (first, second):
-        # outstanding = requested - delivered-to-us, queued = delivered - emitted
-        assert spy.subscription.total - sum(1 for x in recorder.items if (x < 1000) == (spy is first)) <= 8
+        taken = sum(1 for x in recorder.items if (x < 1000) == (spy is first))
+        assert spy.subscription.total - taken <= 8
 
 
 def test_merge_error_cancels_the_other_sources() -> None:

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 
 from flowpy import operators
 from flowpy.sources import RangePublisher, error, just
-from tests.operators.conftest import Spy, drive, items_lists, patterns
+from tests.operators.conftest import WAIT, Spy, drive, items_lists, patterns
 from tests.support import Recorder
 
 
@@ -57,6 +57,21 @@ def test_zip_fn_returns_none_signals_type_error() -> None:
 def test_zip_without_publishers_raises_value_error() -> None:
     with pytest.raises(ValueError, match=r"^zip must be given at least one publisher, got none$"):
         operators.zip()
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.usefixtures("fast_switching")
+def test_zip_of_asynchronous_sources_pairs_every_item() -> None:
+    for round_ in range(10):
+        first = operators.observe_on(RangePublisher(0, 300), prefetch=3 + round_ % 4)
+        second = operators.observe_on(RangePublisher(1000, 250), prefetch=5)
+        recorder = Recorder()
+        operators.zip(first, second, prefetch=2 + round_ % 3).subscribe(recorder)
+        for _ in range(60):
+            recorder.request(5)
+        assert recorder.done.wait(WAIT)
+        assert recorder.items == [(k, 1000 + k) for k in range(250)]
+        assert recorder.violations == []
 
 
 @settings(max_examples=50, deadline=None)
