@@ -17,6 +17,7 @@ from flowpy._demand import MAX_DEMAND, add_demand, check_request
 from flowpy.errors import MissingBackpressureError
 from flowpy.flow import Publisher, Subscriber, Subscription
 from flowpy.operators._base import (
+    Relay,
     require_callable,
     require_positive,
     require_publisher,
@@ -140,36 +141,38 @@ def on_backpressure_latest(source: Publisher[T]) -> Publisher[T]:
     return on_backpressure_buffer(source, 1, on_overflow="drop_oldest")
 
 
-class _DropStage(Subscriber[T], Subscription, Generic[T]):
+class _DropStage(Relay, Generic[T]):
     """Passes an item on if the subscriber has demand for it, else drops it; no queue."""
 
-    __slots__ = ("_done", "_downstream", "_emitted", "_lock", "_on_drop", "_requested", "_upstream")
+    __slots__ = ("_emitted", "_lock", "_on_drop", "_requested")
 
     def __init__(self, downstream: Subscriber[T], on_drop: Callable[[T], object] | None) -> None:
-        self._downstream = downstream
+        super().__init__(downstream)
         self._on_drop = on_drop
-        self._upstream: Subscription | None = None
-        self._done = False  # a terminal signal was passed on, or the downstream cancelled
         self._emitted = 0  # delivering thread only
         # Guarded by self._lock; read racily by on_next, which can only see it too small.
         self._lock = threading.Lock()
         self._requested = 0
 
     def on_subscribe(self, subscription: Subscription) -> None:
-        if subscription is None:
-            raise TypeError("subscription must not be None (rule 2.13)")
-        if self._upstream is not None:
-            subscription.cancel()  # rule 2.5
-            return
-        self._upstream = subscription
-        self._downstream.on_subscribe(self)
-        if not self._done:
+        """Hand this stage to the downstream, then request everything (rule 3.17).
+
+        Raises:
+            TypeError: if ``subscription`` is ``None`` (rule 2.13).
+        """
+        super().on_subscribe(subscription)
+        if self.upstream is subscription and not self.done:
             subscription.request(MAX_DEMAND)
 
     def on_next(self, item: T) -> None:
+        """Pass ``item`` on if demand is open, else give it to ``on_drop``.
+
+        Raises:
+            TypeError: if ``item`` is ``None`` (rule 2.13).
+        """
         if item is None:
             raise TypeError("on_next item must not be None (rule 2.13)")
-        if self._done:
+        if self.done:
             return
         if self._emitted < self._requested:
             self._emitted += 1
@@ -183,35 +186,16 @@ class _DropStage(Subscriber[T], Subscription, Generic[T]):
                 self.cancel()
                 self._downstream.on_error(error)
 
-    def on_error(self, error: BaseException) -> None:
-        if error is None:
-            raise TypeError("on_error error must not be None (rule 2.13)")
-        if not self._done:
-            self._done = True
-            self._downstream.on_error(error)
-
-    def on_complete(self) -> None:
-        if not self._done:
-            self._done = True
-            self._downstream.on_complete()
-
     def request(self, n: int) -> None:
         """Add ``n`` to the demand; an invalid ``n`` goes upstream, which signals the error (rule 3.9)."""
-        upstream = self._upstream
-        if self._done or upstream is None:
+        upstream = self.upstream
+        if self.done or upstream is None:
             return
         if check_request(n) is not None:
             upstream.request(n)
             return
         with self._lock:
             self._requested = add_demand(self._requested, n)
-
-    def cancel(self) -> None:
-        """Cancel upstream; idempotent (rules 3.5, 3.7)."""
-        if not self._done:
-            self._done = True
-            if self._upstream is not None:
-                self._upstream.cancel()
 
 
 class _DropPublisher(Publisher[T_co]):

@@ -21,6 +21,7 @@ from flowpy.flow import Subscriber, Subscription
 __all__ = [
     "CancelledSubscription",
     "DemandDrain",
+    "Relay",
     "reject_subscriber",
     "require_callable",
     "require_non_negative",
@@ -191,3 +192,66 @@ class DemandDrain(Subscription, ABC):
         if emitted and requested != MAX_DEMAND:
             with self._lock:
                 self._requested -= emitted
+
+
+class Relay(Subscriber[Any], Subscription):
+    """A stage that signals its subscriber on the upstream's thread, and is that subscriber's subscription.
+
+    It keeps the first upstream subscription and cancels any later one
+    (rule 2.5), passes one terminal signal on, and sends ``cancel`` upstream.
+    Subclasses implement ``on_next`` and ``request``, and end the stream
+    themselves by setting :attr:`done` before they signal.
+    """
+
+    __slots__ = ("_downstream", "done", "upstream")
+
+    def __init__(self, downstream: Subscriber[Any]) -> None:
+        self._downstream = downstream
+        # Set once by on_subscribe, before the downstream can call request().
+        self.upstream: Subscription | None = None
+        # Set when the stream has ended here (terminal passed on, cancelled,
+        # failed); signals still in flight from upstream are ignored (rule 2.8).
+        self.done = False
+
+    def on_subscribe(self, subscription: Subscription) -> None:
+        """Keep ``subscription`` and hand this stage to the downstream as its subscription.
+
+        Raises:
+            TypeError: if ``subscription`` is ``None`` (rule 2.13).
+        """
+        if subscription is None:
+            raise TypeError("subscription must not be None (rule 2.13)")
+        if self.upstream is not None:
+            subscription.cancel()  # rule 2.5
+            return
+        self.upstream = subscription
+        self._downstream.on_subscribe(self)
+
+    def on_error(self, error: BaseException) -> None:
+        """Pass the upstream's failure on, unless the stream has already ended here.
+
+        Raises:
+            TypeError: if ``error`` is ``None`` (rule 2.13).
+        """
+        if error is None:
+            raise TypeError("on_error error must not be None (rule 2.13)")
+        if self.done:
+            return
+        self.done = True
+        self._downstream.on_error(error)
+
+    def on_complete(self) -> None:
+        """Pass the upstream's completion on, unless the stream has already ended here."""
+        if self.done:
+            return
+        self.done = True
+        self._downstream.on_complete()
+
+    def cancel(self) -> None:
+        """Stop and cancel upstream; idempotent (rules 3.5, 3.7)."""
+        if self.done:
+            return
+        self.done = True
+        upstream = self.upstream
+        if upstream is not None:
+            upstream.cancel()

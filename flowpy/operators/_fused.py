@@ -31,7 +31,7 @@ from typing import Any, Generic, TypeVar
 from flowpy._demand import add_demand, check_request
 from flowpy._signals import report
 from flowpy.flow import Publisher, Subscriber, Subscription
-from flowpy.operators._base import require_subscriber
+from flowpy.operators._base import Relay, require_subscriber
 
 __all__ = ["Demand", "FusedPublisher", "FusedSubscriber", "Step", "fuse", "indent"]
 
@@ -189,7 +189,7 @@ def fuse(source: Publisher[Any], step: Step) -> Publisher[Any]:
     return FusedPublisher(source, (step,))
 
 
-class FusedSubscriber(Subscriber[Any], Subscription, Generic[T_co]):
+class FusedSubscriber(Relay, Generic[T_co]):
     """Subscribes to the source of a fused chain and runs its steps in line.
 
     It is the downstream's subscription as well: ``request`` and ``cancel``
@@ -197,7 +197,7 @@ class FusedSubscriber(Subscriber[Any], Subscription, Generic[T_co]):
     ``on_next`` is the compiled chain (see the implementation overview).
     """
 
-    __slots__ = ("_adjusters", "_downstream", "_empty", "_lock", "done", "missed", "on_next", "requested", "upstream")
+    __slots__ = ("_adjusters", "_empty", "_lock", "missed", "on_next", "requested")
 
     on_next: OnNext  # type: ignore[assignment]  # the compiled chain, per instance
 
@@ -208,12 +208,7 @@ class FusedSubscriber(Subscriber[Any], Subscription, Generic[T_co]):
         factory: Callable[..., OnNext],
         arguments: dict[str, object],
     ) -> None:
-        self._downstream = downstream
-        # Set once by on_subscribe, before the downstream can call request().
-        self.upstream: Subscription | None = None
-        # Set when the stage has ended (cancelled, completed, failed); items
-        # still in flight from upstream are then ignored (rule 2.8).
-        self.done = False
+        super().__init__(downstream)
         self._empty = any(step.is_empty for step in steps)
         # --- Guarded by self._lock: the request-side state -----------------
         self._lock = threading.Lock()
@@ -223,43 +218,15 @@ class FusedSubscriber(Subscriber[Any], Subscription, Generic[T_co]):
         self.missed = [0] * len(steps)  # drops per step, not yet asked for again
         self.on_next = factory(self, downstream.on_next, self.complete, self._fail, self.missed, **arguments)
 
-    # --- Subscriber side (called by the upstream) -------------------------
-
     def on_subscribe(self, subscription: Subscription) -> None:
-        """Start the stage; a second subscription is cancelled (rule 2.5).
+        """Start the stage; a chain with ``take(0)`` completes at once.
 
         Raises:
             TypeError: if ``subscription`` is ``None`` (rule 2.13).
         """
-        if subscription is None:
-            raise TypeError("subscription must not be None (rule 2.13)")
-        if self.upstream is not None:
-            subscription.cancel()
-            return
-        self.upstream = subscription
-        self._downstream.on_subscribe(self)
-        if self._empty:
+        super().on_subscribe(subscription)
+        if self._empty and self.upstream is subscription:
             self.complete()
-
-    def on_error(self, error: BaseException) -> None:
-        """Pass the upstream's failure on, unless the stage has already ended.
-
-        Raises:
-            TypeError: if ``error`` is ``None`` (rule 2.13).
-        """
-        if error is None:
-            raise TypeError("on_error error must not be None (rule 2.13)")
-        if self.done:
-            return
-        self.done = True
-        self._downstream.on_error(error)
-
-    def on_complete(self) -> None:
-        """Pass the upstream's completion on, unless the stage has already ended."""
-        if self.done:
-            return
-        self.done = True
-        self._downstream.on_complete()
 
     # --- Called by the compiled chain, on the delivering thread -----------
 
@@ -325,12 +292,3 @@ class FusedSubscriber(Subscriber[Any], Subscription, Generic[T_co]):
                         return
             self.requested = add_demand(self.requested, n)
         upstream.request(n)
-
-    def cancel(self) -> None:
-        """Stop the stage and cancel upstream; idempotent (rules 3.5, 3.7)."""
-        if self.done:
-            return
-        self.done = True
-        upstream = self.upstream
-        if upstream is not None:
-            upstream.cancel()

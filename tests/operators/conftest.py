@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 import threading
 from collections.abc import Iterator
 from typing import Any
@@ -11,6 +10,7 @@ import pytest
 from hypothesis import strategies as st
 
 from flowpy.flow import Publisher, Subscriber, Subscription
+from tests.sources_helpers import fast_switching as switching_often
 from tests.support import Recorder
 
 WAIT = 10.0  # seconds; only ever reached when a test is about to fail
@@ -81,12 +81,8 @@ class Spy(Publisher[Any]):
 @pytest.fixture
 def fast_switching() -> Iterator[None]:
     """Switch threads as often as possible, to shake out races; restores the interval."""
-    previous = sys.getswitchinterval()
-    sys.setswitchinterval(1e-6)
-    try:
+    with switching_often():
         yield
-    finally:
-        sys.setswitchinterval(previous)
 
 
 def drive(publisher: Publisher[Any], pattern: list[int]) -> Recorder:
