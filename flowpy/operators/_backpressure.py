@@ -13,7 +13,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any, Generic, Literal, TypeVar
 
-from flowpy._demand import MAX_DEMAND, add_demand, check_request
+from flowpy._demand import MAX_DEMAND, add_demand
 from flowpy.errors import MissingBackpressureError
 from flowpy.flow import Publisher, Subscriber, Subscription
 from flowpy.operators._base import (
@@ -188,11 +188,7 @@ class _DropStage(Relay, Generic[T]):
 
     def request(self, n: int) -> None:
         """Add ``n`` to the demand; an invalid ``n`` goes upstream, which signals the error (rule 3.9)."""
-        upstream = self.upstream
-        if self.done or upstream is None:
-            return
-        if check_request(n) is not None:
-            upstream.request(n)
+        if self._upstream_for(n) is None:
             return
         with self._lock:
             self._requested = add_demand(self._requested, n)

@@ -113,13 +113,13 @@ class DemandDrain(Subscription, ABC):
     subclass calls when the downstream's ``on_subscribe`` has returned.
     """
 
-    __slots__ = ("_failure", "_inline", "_lock", "_ready", "_requested", "_serial", "_signal", "cancelled")
+    __slots__ = ("_broken", "_failure", "_lock", "_ready", "_requested", "_serial", "_signal", "cancelled")
 
     def __init__(self, execute: Callable[[Task], object] | None = None) -> None:
-        self._inline = execute is None
         self._serial = SerialDrain(direct_executor.execute if execute is None else execute, self._pass, self._rejected)
         self._signal: Callable[[], None] = self._serial.signal
         self._ready = False  # set by _release(); no pass delivers before
+        self._broken = False  # a subscriber method raised in a pass; no pass runs after
         self.cancelled = False  # set by cancel() or a terminal signal; never cleared
         # --- Guarded by self._lock -----------------------------------------
         self._lock = threading.Lock()
@@ -159,8 +159,14 @@ class DemandDrain(Subscription, ABC):
         self._signal()
 
     def _pass(self, first: bool) -> bool:
-        if self._ready:
-            self._drain()
+        if self._ready and not self._broken:
+            try:
+                self._drain()
+            except Exception as error:  # a subscriber method broke rule 2.13: the stream ends here
+                self._broken = True
+                self.cancelled = True
+                self._cancel_upstream()
+                report(error, f"a subscriber method raised inside {type(self).__name__}'s drain (rule 2.13)")
         return False
 
     @abstractmethod
@@ -176,16 +182,11 @@ class DemandDrain(Subscription, ABC):
         """Signal ``error`` to the downstream unless it already had its terminal signal."""
 
     def _rejected(self, error: BaseException) -> None:
-        # Inline, ``error`` was raised by the drain: a downstream method broke
-        # rule 2.13, so the stream ends and the error is logged. On an
-        # executor, the executor refused the task: the downstream is told.
-        # Either way no pass runs again (the loop stays owned).
+        # The executor refused the drain task: this thread owns the loop for
+        # good, so no pass runs again; the downstream is told.
         self.cancelled = True
         self._cancel_upstream()
-        if self._inline:
-            report(error, f"a subscriber method raised inside {type(self).__name__}'s drain (rule 2.13)")
-        else:
-            self._signal_downstream_error(error)
+        self._signal_downstream_error(error)
 
     def _produced(self, emitted: int, requested: int) -> None:
         """Subtract ``emitted`` from the demand, which was ``requested`` when the pass began."""
@@ -255,3 +256,18 @@ class Relay(Subscriber[Any], Subscription):
         upstream = self.upstream
         if upstream is not None:
             upstream.cancel()
+
+    def _upstream_for(self, n: int) -> Subscription | None:
+        """Return the upstream if ``request(n)`` is to be acted on here, else ``None``.
+
+        An invalid ``n`` is passed up unchanged, so that the upstream signals
+        the rule 3.9 error in order with its other signals; after the end of
+        the stream a request does nothing (rule 3.6).
+        """
+        upstream = self.upstream
+        if self.done or upstream is None:
+            return None
+        if check_request(n) is not None:
+            upstream.request(n)
+            return None
+        return upstream

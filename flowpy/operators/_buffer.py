@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Generic, TypeVar
 
-from flowpy._demand import MAX_DEMAND, check_request
+from flowpy._demand import MAX_DEMAND
 from flowpy.flow import Publisher, Subscriber
 from flowpy.operators._base import Relay, require_positive, require_publisher, require_subscriber
 
@@ -48,12 +48,9 @@ class _BufferSubscriber(Relay, Generic[T]):
 
     def request(self, n: int) -> None:
         """Ask upstream for ``n * count`` items (capped at ``2**63 - 1``); an invalid ``n`` goes up as is."""
-        upstream = self.upstream
-        if self.done or upstream is None:
-            return
-        if check_request(n) is None:
-            n = min(n * self._count, MAX_DEMAND)
-        upstream.request(n)
+        upstream = self._upstream_for(n)
+        if upstream is not None:
+            upstream.request(min(n * self._count, MAX_DEMAND))
 
 
 class _BufferPublisher(Publisher[list[Any]]):

@@ -28,7 +28,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable
 from typing import Any, Generic, TypeVar
 
-from flowpy._demand import add_demand, check_request
+from flowpy._demand import add_demand
 from flowpy._signals import report
 from flowpy.flow import Publisher, Subscriber, Subscription
 from flowpy.operators._base import Relay, require_subscriber
@@ -278,11 +278,8 @@ class FusedSubscriber(Relay, Generic[T_co]):
         An invalid ``n`` is passed up unchanged, so that the upstream signals
         ``on_error`` in order with its other signals (rule 3.9).
         """
-        upstream = self.upstream
-        if self.done or upstream is None:
-            return
-        if check_request(n) is not None:
-            upstream.request(n)
+        upstream = self._upstream_for(n)
+        if upstream is None:
             return
         with self._lock:
             for adjust in reversed(self._adjusters):

@@ -141,3 +141,19 @@ def test_observe_on_many_interleavings_deliver_everything_in_order() -> None:
 def test_observe_on_matches_input_under_any_request_pattern(items: list[int], pattern: list[int]) -> None:
     recorder = drive(operators.observe_on(just(*items), prefetch=3), pattern)
     assert recorder.items == items
+
+
+def test_observe_on_subscriber_raising_cancels_upstream_and_is_logged(caplog: pytest.LogCaptureFixture) -> None:
+    spy = Spy(RangePublisher(0, 100))
+    executor = ManualExecutor()
+
+    def explode(item: int) -> None:
+        raise KeyError(item)
+
+    recorder = Recorder(on_next_hook=explode)
+    operators.observe_on(spy, executor, prefetch=4).subscribe(recorder)
+    recorder.request(10)
+    executor.run_all()
+    assert recorder.items == [0]
+    assert spy.subscription.cancelled.is_set()
+    assert "raised inside _ObserveOn's drain (rule 2.13)" in caplog.text
