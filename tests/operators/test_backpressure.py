@@ -119,3 +119,17 @@ def test_on_backpressure_buffer_drop_oldest_delivers_a_subsequence_ending_with_t
     recorder = drive(operators.on_backpressure_buffer(just(*tagged), capacity, on_overflow="drop_oldest"), pattern)
     # A synchronous source fills the buffer before any request: the last `capacity` items survive.
     assert recorder.items == tagged[-capacity:]
+
+
+@settings(max_examples=50, deadline=None)
+@given(items=items_lists, pattern=patterns)
+def test_on_backpressure_drop_and_latest_deliver_subsequences_within_demand(
+    items: list[int], pattern: list[int]
+) -> None:
+    tagged = list(enumerate(items))
+    dropped = drive(operators.on_backpressure_drop(just(*tagged)), pattern)
+    latest = drive(operators.on_backpressure_latest(just(*tagged)), pattern)
+    # A synchronous source emits everything before the first request: drop keeps
+    # nothing, latest keeps the last item.
+    assert dropped.items == []
+    assert latest.items == tagged[-1:]

@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import itertools
 import threading
 from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from flowpy import operators
 from flowpy.executors import DaemonThreadPool
 from flowpy.flowable import Flowable
 from flowpy.operators._fused import FusedPublisher, FusedSubscriber
-from flowpy.sources import RangePublisher
-from tests.operators.conftest import WAIT, Spy
+from flowpy.sources import RangePublisher, just
+from tests.operators.conftest import WAIT, Spy, drive, items_lists, patterns
 from tests.support import Recorder
 
 
@@ -70,3 +74,57 @@ def test_fusion_boundary_operator_starts_a_new_stage() -> None:
     bounded = operators.map(operators.observe_on(fused), str)
     assert isinstance(bounded, FusedPublisher)
     assert len(bounded.steps) == 1
+
+
+def _apply_to_list(steps: list[tuple[str, int]], items: list[int]) -> list[int]:
+    for kind, k in steps:
+        if kind == "map":
+            items = [x + k for x in items]
+        elif kind == "filter":
+            items = [x for x in items if x % k]
+        elif kind == "take":
+            items = items[:k]
+        elif kind == "skip":
+            items = items[k:]
+        elif kind == "take_while":
+            items = list(itertools.takewhile(lambda x, k=k: x < k * 10, items))
+        else:
+            items = list(itertools.accumulate(items, lambda a, b: a - b))
+    return items
+
+
+def _apply_to_publisher(steps: list[tuple[str, int]], publisher: Any) -> Any:
+    for kind, k in steps:
+        if kind == "map":
+            publisher = operators.map(publisher, lambda x, k=k: x + k)
+        elif kind == "filter":
+            publisher = operators.filter(publisher, lambda x, k=k: x % k)
+        elif kind == "take":
+            publisher = operators.take(publisher, k)
+        elif kind == "skip":
+            publisher = operators.skip(publisher, k)
+        elif kind == "take_while":
+            publisher = operators.take_while(publisher, lambda x, k=k: x < k * 10)
+        else:
+            publisher = operators.scan(publisher, lambda a, b: a - b)
+    return publisher
+
+
+step_lists = st.lists(
+    st.tuples(st.sampled_from(["map", "filter", "take", "skip", "take_while", "scan"]), st.integers(2, 6)),
+    max_size=6,
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(steps=step_lists, items=items_lists, pattern=patterns)
+def test_fusion_any_chain_matches_list_operations_under_any_request_pattern(
+    steps: list[tuple[str, int]], items: list[int], pattern: list[int]
+) -> None:
+    spy = Spy(just(*items))
+    recorder = drive(_apply_to_publisher(steps, spy), pattern)
+    assert recorder.items == _apply_to_list(steps, items)
+    assert len(spy.subscriptions) == 1
+    takes = [k for kind, k in steps if kind == "take"]
+    if takes and all(kind in ("map", "take", "take_while", "scan") for kind, _ in steps):
+        assert spy.subscription.total <= min(takes)  # a cap is never exceeded upstream

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import threading
 
+from hypothesis import given, settings
+
 from flowpy import operators
 from flowpy.executors import DaemonThreadPool
 from flowpy.sources import RangePublisher, just
-from tests.operators.conftest import WAIT, Spy
+from tests.operators.conftest import WAIT, Spy, drive, items_lists, patterns
 from tests.support import ManualExecutor, Recorder, RejectingExecutor
 
 
@@ -58,3 +60,10 @@ def test_subscribe_on_refused_request_cancels_source_and_signals_error() -> None
     assert spy.subscription.cancelled.is_set()
     assert isinstance(recorder.error, RuntimeError)
     assert recorder.violations == []
+
+
+@settings(max_examples=30, deadline=None)
+@given(items=items_lists, pattern=patterns)
+def test_subscribe_on_matches_input_under_any_request_pattern(items: list[int], pattern: list[int]) -> None:
+    recorder = drive(operators.subscribe_on(just(*items)), pattern)
+    assert recorder.items == items
