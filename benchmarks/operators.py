@@ -11,19 +11,24 @@ Two comparisons, each a ratio measured side by side in the same process:
   them to a pool thread, against ``SubmissionPublisher`` 1 -> 1 (one
   producer thread submitting to one subscriber on the default pool).
 
-Rates are source items per second, medians of ``R`` repetitions.
+Rates are source items per second, medians of ``R`` repetitions; the cases
+of a comparison take turns, so that a change in the machine's load touches
+them alike.
 """
 
 from __future__ import annotations
 
 import argparse
+import statistics
 import sys
+import time
+from collections.abc import Callable
 from itertools import islice
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks._common import median_rate, print_table
+from benchmarks._common import print_table
 from benchmarks.throughput import NoOp, flowpy_run
 from flowpy.executors import DaemonThreadPool
 from flowpy.flowable import Flowable
@@ -70,26 +75,43 @@ def observe_on_only(items: int) -> int:
     return items
 
 
+def interleaved_rates(cases: list[tuple[str, Callable[[], int]]], repetitions: int) -> list[tuple[str, float]]:
+    """Run each case once per round, ``repetitions`` rounds; return (name, median items/s) per case."""
+    rates: dict[str, list[float]] = {name: [] for name, _ in cases}
+    for _ in range(repetitions):
+        for name, run in cases:
+            start = time.perf_counter()
+            items = run()
+            rates[name].append(items / (time.perf_counter() - start))
+    return [(name, statistics.median(rates[name])) for name, _ in cases]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--items", type=int, default=1_000_000)
     parser.add_argument("--repetitions", type=int, default=5)
     args = parser.parse_args()
     n, reps = args.items, args.repetitions
-    fusion_rows = [
-        ("generator expressions, for loop", median_rate(lambda: generator_pipeline(n), reps)),
-        ("Flowable range.map.filter.take (fused)", median_rate(lambda: fused_pipeline(n), reps)),
-    ]
+    fusion_rows = interleaved_rates(
+        [
+            ("generator expressions, for loop", lambda: generator_pipeline(n)),
+            ("Flowable range.map.filter.take (fused)", lambda: fused_pipeline(n)),
+        ],
+        reps,
+    )
     print_table(
         f"fusion: source items/s, median of {reps}, {n:,} items",
         fusion_rows,
         {"generators": "generator expressions, for loop"},
     )
-    hand_off_rows = [
-        ("SubmissionPublisher 1 -> 1", median_rate(lambda: flowpy_run(1, 1, n), reps)),
-        ("range.subscribe_on(pool).observe_on(pool)", median_rate(lambda: observe_on_hand_off(n), reps)),
-        ("range.observe_on(pool)", median_rate(lambda: observe_on_only(n), reps)),
-    ]
+    hand_off_rows = interleaved_rates(
+        [
+            ("SubmissionPublisher 1 -> 1", lambda: flowpy_run(1, 1, n)),
+            ("range.subscribe_on(pool).observe_on(pool)", lambda: observe_on_hand_off(n)),
+            ("range.observe_on(pool)", lambda: observe_on_only(n)),
+        ],
+        reps,
+    )
     print_table(
         f"hand-off: items/s, median of {reps}, {n:,} items",
         hand_off_rows,

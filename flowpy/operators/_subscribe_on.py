@@ -55,7 +55,7 @@ class _SubscribeOn(Subscriber[T], Subscription, Generic[T]):
     __slots__ = (
         "_downstream",
         "_lock",
-        "_pending",
+        "_refused",
         "_serial",
         "_signalling",
         "_source",
@@ -68,12 +68,17 @@ class _SubscribeOn(Subscriber[T], Subscription, Generic[T]):
         self._source = source
         self._serial = SerialExecutor(execute, self._rejected)
         self._upstream: Subscription | None = None
-        # --- Guarded by self._lock: serialises the executor's refusal with the
-        # upstream's signals, so the downstream never gets two at once (rule 1.3).
+        # The executor's refusal must not reach the downstream while the
+        # upstream is signalling it (rule 1.3). Each side first writes its own
+        # flag, then reads the other's (CPython orders these plain reads and
+        # writes): the refusing thread passes the error on only if no signal
+        # is under way, and a signalling thread that finds the refusal passes
+        # it on when its signal returns. At least one of them sees the other.
+        self._signalling = 0  # depth of downstream calls under way; written by the upstream's thread only
+        self._refused: BaseException | None = None  # the executor's exception; set once
+        # Guarded by self._lock: exactly one terminal signal goes downstream.
         self._lock = threading.Lock()
-        self._signalling = False  # a thread is inside a downstream method
-        self._pending: BaseException | None = None  # a refusal seen while one was
-        self._terminated = False  # a terminal signal was passed on
+        self._terminated = False
 
     def start(self) -> None:
         """Subscribe to the source on the executor."""
@@ -84,74 +89,83 @@ class _SubscribeOn(Subscriber[T], Subscription, Generic[T]):
 
     # --- Upstream side --------------------------------------------------
 
-    def _enter(self) -> bool:
+    def _claim_terminal(self) -> bool:
         with self._lock:
             if self._terminated:
                 return False
-            self._signalling = True
+            self._terminated = True
             return True
 
-    def _leave(self) -> None:
-        with self._lock:
-            self._signalling = False
-            error, self._pending = self._pending, None
-            if error is None or self._terminated:
-                return
-            self._terminated = True
-        self._downstream.on_error(error)
+    def _pass_refusal(self) -> None:
+        error = self._refused
+        if error is None or not self._claim_terminal():
+            return
+        if self._upstream is None:  # the subscribe task itself was refused
+            reject_subscriber(self._downstream, error)
+        else:
+            self._downstream.on_error(error)
 
     def on_subscribe(self, subscription: Subscription) -> None:
+        """Hand this stage to the downstream as its subscription.
+
+        Raises:
+            TypeError: if ``subscription`` is ``None`` (rule 2.13).
+        """
         if subscription is None:
             raise TypeError("subscription must not be None (rule 2.13)")
         if self._upstream is not None:
             subscription.cancel()  # rule 2.5
             return
         self._upstream = subscription
-        if self._enter():
-            try:
+        self._signalling += 1
+        try:
+            if self._refused is None:
                 self._downstream.on_subscribe(self)
-            finally:
-                self._leave()
+        finally:
+            self._signalling -= 1
+        if self._refused is not None:
+            self._pass_refusal()
 
     def on_next(self, item: T) -> None:
+        """Pass ``item`` on, unless the executor refused a task.
+
+        Raises:
+            TypeError: if ``item`` is ``None`` (rule 2.13).
+        """
         if item is None:
             raise TypeError("on_next item must not be None (rule 2.13)")
-        if self._enter():
-            try:
+        self._signalling += 1
+        try:
+            if self._refused is None and not self._terminated:
                 self._downstream.on_next(item)
-            finally:
-                self._leave()
+        finally:
+            self._signalling -= 1
+        if self._refused is not None:
+            self._pass_refusal()
 
     def on_error(self, error: BaseException) -> None:
+        """Pass the source's failure on, once.
+
+        Raises:
+            TypeError: if ``error`` is ``None`` (rule 2.13).
+        """
         if error is None:
             raise TypeError("on_error error must not be None (rule 2.13)")
-        with self._lock:
-            if self._terminated:
-                return
-            self._terminated = True
-        self._downstream.on_error(error)
+        if self._claim_terminal():
+            self._downstream.on_error(error)
 
     def on_complete(self) -> None:
-        with self._lock:
-            if self._terminated:
-                return
-            self._terminated = True
-        self._downstream.on_complete()
+        """Pass the source's completion on, once."""
+        if self._claim_terminal():
+            self._downstream.on_complete()
 
     def _rejected(self, error: BaseException) -> None:
         if self._upstream is not None:
             self._upstream.cancel()
-        with self._lock:
-            if self._terminated:
-                return
-            if self._signalling:
-                self._pending = error  # the signalling thread passes it on when it leaves
-                return
-            self._terminated = True
-        if self._upstream is None:
-            reject_subscriber(self._downstream, error)
-        else:
-            self._downstream.on_error(error)
+        self._refused = error
+        if not self._signalling:
+            self._pass_refusal()
+        # else: the signalling thread passes it on when its call returns
 
     # --- Downstream side ------------------------------------------------
 

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 
+import pytest
 from hypothesis import given, settings
 
 from flowpy import operators
-from flowpy.executors import DaemonThreadPool
+from flowpy.executors import DaemonThreadPool, default_executor
 from flowpy.sources import RangePublisher, just
 from tests.operators.conftest import WAIT, Spy, drive, items_lists, patterns
 from tests.support import ManualExecutor, Recorder, RejectingExecutor
@@ -67,3 +69,39 @@ def test_subscribe_on_refused_request_cancels_source_and_signals_error() -> None
 def test_subscribe_on_matches_input_under_any_request_pattern(items: list[int], pattern: list[int]) -> None:
     recorder = drive(operators.subscribe_on(just(*items)), pattern)
     assert recorder.items == items
+
+
+class _RefusesAfter:
+    """Runs the first ``accept`` tasks on the shared pool, then refuses like a shut-down pool."""
+
+    def __init__(self, accept: int) -> None:
+        self.accept = accept
+        self.lock = threading.Lock()
+
+    def execute(self, task: Callable[[], object]) -> None:
+        with self.lock:
+            self.accept -= 1
+            refused = self.accept < 0
+        if refused:
+            raise RuntimeError("cannot schedule new tasks after shutdown")
+        default_executor().execute(task)
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.usefixtures("fast_switching")
+def test_subscribe_on_refusal_racing_with_items_signals_serially_and_once() -> None:
+    for round_ in range(40):
+        source = operators.observe_on(RangePublisher(0, 10_000), prefetch=4)
+        arrived = threading.Semaphore(0)
+        recorder = Recorder(on_next_hook=lambda item: arrived.release())
+        operators.subscribe_on(source, _RefusesAfter(1 + round_ % 5)).subscribe(recorder)
+        assert recorder.subscribed.wait(WAIT)
+        for _ in range(3000):  # a request that finds the serial loop idle costs one task
+            recorder.request(1)
+            if recorder.done.is_set():
+                break
+            arrived.acquire(timeout=0.5)  # the item, unless the refusal ended the stream
+        assert recorder.done.wait(WAIT)
+        assert recorder.violations == []
+        assert isinstance(recorder.error, RuntimeError)
+        assert recorder.kinds().count("on_error") == 1
