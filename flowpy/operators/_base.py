@@ -201,7 +201,7 @@ class Relay(Subscriber[Any], Subscription):
     It keeps the first upstream subscription and cancels any later one
     (rule 2.5), passes one terminal signal on, and sends ``cancel`` upstream.
     Subclasses implement ``on_next`` and ``request``, and end the stream
-    themselves by setting :attr:`done` before they signal.
+    themselves with :meth:`_end` before they signal.
     """
 
     __slots__ = ("_downstream", "done", "upstream")
@@ -236,26 +236,27 @@ class Relay(Subscriber[Any], Subscription):
         """
         if error is None:
             raise TypeError("on_error error must not be None (rule 2.13)")
-        if self.done:
-            return
-        self.done = True
-        self._downstream.on_error(error)
+        if self._end():
+            self._downstream.on_error(error)
 
     def on_complete(self) -> None:
         """Pass the upstream's completion on, unless the stream has already ended here."""
-        if self.done:
-            return
-        self.done = True
-        self._downstream.on_complete()
+        if self._end():
+            self._downstream.on_complete()
 
     def cancel(self) -> None:
         """Stop and cancel upstream; idempotent (rules 3.5, 3.7)."""
+        if self._end():
+            upstream = self.upstream
+            if upstream is not None:
+                upstream.cancel()
+
+    def _end(self) -> bool:
+        """Mark the stream ended here; return whether this call ended it."""
         if self.done:
-            return
+            return False
         self.done = True
-        upstream = self.upstream
-        if upstream is not None:
-            upstream.cancel()
+        return True
 
     def _upstream_for(self, n: int) -> Subscription | None:
         """Return the upstream if ``request(n)`` is to be acted on here, else ``None``.

@@ -41,6 +41,8 @@ Demand = Callable[[int], int]
 """Turns the demand arriving at a step from below into the demand it passes up."""
 
 OnNext = Callable[[Any], None]
+Factory = Callable[..., tuple[OnNext, Callable[[], None]]]
+"""Makes the compiled ``on_next`` of one subscription, and its ``stop``."""
 
 
 # Implementation overview
@@ -60,11 +62,16 @@ OnNext = Callable[[Any], None]
 # (skip), or None when demand passes through.
 #
 # Filter drops are asked for again in batches: the compiled code counts them
-# per filter in FusedSubscriber.missed, and once every item requested
-# upstream has arrived (received >= requested, with `requested` read without
-# the lock, which can only make it look smaller and the replenishment come
-# sooner) the stage sends the drops back up, through the demand functions of
-# the steps above each filter, in one request.
+# per filter in FusedSubscriber.missed, and counts down `credit`, the items
+# still to come of those requested upstream as last seen. When it reaches 0
+# with drops pending, FusedSubscriber.settle() looks at the demand again
+# (`requested`, read without the lock, can only look smaller, which only
+# makes the replenishment come sooner): if everything requested has arrived,
+# it sends the drops back up, through the demand functions of the steps
+# above each filter, in one request.
+#
+# The compiled code checks its own `live` flag rather than the stage's
+# `done`: stop() clears it whenever the stage ends (FusedSubscriber._end).
 
 
 def indent(lines: list[str]) -> list[str]:
@@ -109,7 +116,7 @@ class Step(ABC):
         return False
 
 
-def _compile(steps: tuple[Step, ...]) -> tuple[Callable[..., OnNext], dict[str, object]]:
+def _compile(steps: tuple[Step, ...]) -> tuple[Factory, dict[str, object]]:
     """Compile ``steps`` into a factory of ``on_next`` functions, and the constants it takes."""
     arguments: dict[str, object] = {}
     state: dict[str, str] = {}
@@ -120,19 +127,20 @@ def _compile(steps: tuple[Step, ...]) -> tuple[Callable[..., OnNext], dict[str, 
         arguments.update(step.arguments(index))
         state.update(step.state(index))
     drops = any(step.drops for step in steps)
-    variables = ", ".join(["received", "pending", *state])
+    variables = ", ".join(["credit", "pending", *state])
     source = [
         f"def make(stage, emit, complete, fail, missed, {', '.join(arguments) or '_'}):",
         *[f"    {name} = {initial}" for name, initial in state.items()],
-        "    received = 0",
+        "    live = True",
+        "    credit = 0",
         "    pending = False",
         "    def on_next(item):",
         f"        nonlocal {variables}",
         "        if item is None:",
         "            raise TypeError('on_next item must not be None (rule 2.13)')",
-        "        if stage.done:",
+        "        if not live:",
         "            return",
-        *(["        received += 1"] if drops else []),
+        *(["        credit -= 1"] if drops else []),
         "        try:",
         *indent(indent(indent(body))),
         "        except Exception as error:",
@@ -140,14 +148,16 @@ def _compile(steps: tuple[Step, ...]) -> tuple[Callable[..., OnNext], dict[str, 
         "            return",
         *(
             [
-                "        if pending and received >= stage.requested:",
-                "            pending = False",
-                "            stage.replenish()",
+                "        if pending and credit <= 0:",
+                "            credit, pending = stage.settle(credit)",
             ]
             if drops
             else []
         ),
-        "    return on_next",
+        "    def stop():",
+        "        nonlocal live",
+        "        live = False",
+        "    return on_next, stop",
     ]
     namespace: dict[str, Any] = {}
     exec(compile("\n".join(source), f"<fused {' -> '.join(type(s).__name__ for s in steps)}>", "exec"), namespace)
@@ -197,7 +207,7 @@ class FusedSubscriber(Relay, Generic[T_co]):
     ``on_next`` is the compiled chain (see the implementation overview).
     """
 
-    __slots__ = ("_adjusters", "_empty", "_lock", "missed", "on_next", "requested")
+    __slots__ = ("_adjusters", "_empty", "_lock", "_stop", "_synced", "missed", "on_next", "requested")
 
     on_next: OnNext  # type: ignore[assignment]  # the compiled chain, per instance
 
@@ -205,7 +215,7 @@ class FusedSubscriber(Relay, Generic[T_co]):
         self,
         downstream: Subscriber[Any],
         steps: tuple[Step, ...],
-        factory: Callable[..., OnNext],
+        factory: Factory,
         arguments: dict[str, object],
     ) -> None:
         super().__init__(downstream)
@@ -216,7 +226,10 @@ class FusedSubscriber(Relay, Generic[T_co]):
         self.requested = 0  # total requested upstream; read racily by on_next
         # --- Touched only on the delivering thread ------------------------
         self.missed = [0] * len(steps)  # drops per step, not yet asked for again
-        self.on_next = factory(self, downstream.on_next, self.complete, self._fail, self.missed, **arguments)
+        self._synced = 0  # the value of `requested` the compiled code's credit counts down from
+        self.on_next, self._stop = factory(
+            self, downstream.on_next, self.complete, self._fail, self.missed, **arguments
+        )
 
     def on_subscribe(self, subscription: Subscription) -> None:
         """Start the stage; a chain with ``take(0)`` completes at once.
@@ -230,24 +243,42 @@ class FusedSubscriber(Relay, Generic[T_co]):
 
     # --- Called by the compiled chain, on the delivering thread -----------
 
+    def _end(self) -> bool:
+        if not super()._end():
+            return False
+        self._stop()
+        return True
+
     def complete(self) -> None:
         """End the stage early (``take``, ``take_while``): cancel upstream, then ``on_complete``."""
-        if self.done:
+        if not self._end():
             return
-        self.done = True
         assert self.upstream is not None
         self.upstream.cancel()
         self._downstream.on_complete()
 
     def _fail(self, error: Exception) -> None:
         """A step raised: cancel upstream, then ``on_error``."""
-        if self.done:  # cancelled meanwhile, or the downstream's on_complete raised
+        if not self._end():  # cancelled meanwhile, or the downstream's on_complete raised
             report(error, f"{type(self).__name__} could not signal an error after its end")
             return
-        self.done = True
         assert self.upstream is not None
         self.upstream.cancel()
         self._downstream.on_error(error)
+
+    def settle(self, credit: int) -> tuple[int, bool]:
+        """Called when ``credit`` items of the demand last seen are still to come (0 or less) and drops are pending.
+
+        If more was requested meanwhile, return the new credit; otherwise ask
+        again for the drops. Returns the credit and whether drops are still pending.
+        """
+        received = self._synced - credit
+        requested = self.requested
+        if requested <= received:
+            self.replenish()
+            requested = self.requested
+        self._synced = requested
+        return requested - received, any(self.missed)
 
     def replenish(self) -> None:
         """Ask again, in one request, for the items the filters dropped."""
