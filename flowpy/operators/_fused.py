@@ -23,6 +23,7 @@ done under a lock that is released before ``request`` goes upstream.
 
 from __future__ import annotations
 
+import functools
 import threading
 from abc import ABC, abstractmethod
 from collections.abc import Callable
@@ -159,20 +160,29 @@ def _compile(steps: tuple[Step, ...]) -> tuple[Factory, dict[str, object]]:
         "        live = False",
         "    return on_next, stop",
     ]
+    return _factory("\n".join(source)), arguments
+
+
+@functools.lru_cache(maxsize=256)
+def _factory(source: str) -> Factory:
+    """Compile the factory ``source``; chains of the same shape share one compiled factory."""
     namespace: dict[str, Any] = {}
-    exec(compile("\n".join(source), f"<fused {' -> '.join(type(s).__name__ for s in steps)}>", "exec"), namespace)
-    return namespace["make"], arguments
+    exec(compile(source, "<fused chain>", "exec"), namespace)
+    return namespace["make"]  # type: ignore[no-any-return]
 
 
 class FusedPublisher(Publisher[T_co]):
     """A publisher that applies a chain of steps to a source, in one subscriber."""
 
-    __slots__ = ("_arguments", "_factory", "_source", "_steps")
+    __slots__ = ("_compiled", "_source", "_steps")
 
     def __init__(self, source: Publisher[Any], steps: tuple[Step, ...]) -> None:
         self._source = source
         self._steps = steps
-        self._factory, self._arguments = _compile(steps)
+        # Compiled on the first subscribe: the intermediate publishers of a
+        # chain built step by step are never subscribed. Two threads may
+        # both compile; they get equal results.
+        self._compiled: tuple[Factory, dict[str, object]] | None = None
 
     @property
     def steps(self) -> tuple[Step, ...]:
@@ -186,7 +196,11 @@ class FusedPublisher(Publisher[T_co]):
             TypeError: if ``subscriber`` is ``None`` (rule 1.9).
         """
         require_subscriber(subscriber)
-        self._source.subscribe(FusedSubscriber(subscriber, self._steps, self._factory, self._arguments))
+        compiled = self._compiled
+        if compiled is None:
+            compiled = self._compiled = _compile(self._steps)
+        factory, arguments = compiled
+        self._source.subscribe(FusedSubscriber(subscriber, self._steps, factory, arguments))
 
     def __repr__(self) -> str:
         return f"<FusedPublisher {' -> '.join(type(s).__name__ for s in self._steps)} over {self._source!r}>"

@@ -128,3 +128,18 @@ def test_fusion_any_chain_matches_list_operations_under_any_request_pattern(
     takes = [k for kind, k in steps if kind == "take"]
     if takes and all(kind in ("map", "take", "take_while", "scan") for kind, _ in steps):
         assert spy.subscription.total <= min(takes)  # a cap is never exceeded upstream
+
+
+def test_fusion_chains_of_one_shape_share_a_compiled_factory() -> None:
+    first = operators.take(operators.map(RangePublisher(0, 5), str), 2)
+    second = operators.take(operators.map(RangePublisher(0, 9), repr), 3)
+    recorders = Recorder(), Recorder()
+    first.subscribe(recorders[0])
+    second.subscribe(recorders[1])
+    for recorder in recorders:
+        recorder.request(5)
+    assert recorders[0].items == ["0", "1"]
+    assert recorders[1].items == ["0", "1", "2"]
+    assert isinstance(first, FusedPublisher) and isinstance(second, FusedPublisher)
+    assert first._compiled is not None and second._compiled is not None
+    assert first._compiled[0] is second._compiled[0]
