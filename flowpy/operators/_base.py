@@ -183,10 +183,13 @@ class DemandDrain(Subscription, ABC):
 
     def _rejected(self, error: BaseException) -> None:
         # The executor refused the drain task: this thread owns the loop for
-        # good, so no pass runs again; the downstream is told.
+        # good, so no pass runs again. The downstream is told, unless it has
+        # cancelled or had its terminal signal (rule 1.8).
+        ended = self.cancelled
         self.cancelled = True
         self._cancel_upstream()
-        self._signal_downstream_error(error)
+        if not ended:
+            self._signal_downstream_error(error)
 
     def _produced(self, emitted: int, requested: int) -> None:
         """Subtract ``emitted`` from the demand, which was ``requested`` when the pass began."""
