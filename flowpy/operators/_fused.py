@@ -50,7 +50,8 @@ Factory = Callable[..., tuple[OnNext, Callable[[], None]]]
 #
 # Speed is the point of fusion, and in CPython the cost of an item is the
 # number of Python calls and variable accesses spent on it. So a chain is
-# compiled, once per FusedPublisher, into one on_next function: each Step
+# compiled, on its first subscribe and once per shape of chain (the source
+# text is the cache key), into one on_next function: each Step
 # contributes a few lines of source (Step.code) operating on the local
 # `item`, and its per-subscription state (the count left to take, the
 # running accumulator) lives in closure variables of that function. An item
