@@ -29,12 +29,14 @@ class _Filter(Step):
             f"if predicate{index}(item):",
             *indent(rest),
             "else:",
-            f"    missed[{index}] += 1",
-            "    pending = True",
+            f"    dropped{index} += 1",
         ]
 
     def arguments(self, index: int) -> dict[str, object]:
         return {f"predicate{index}": self._predicate}
+
+    def state(self, index: int) -> dict[str, str]:
+        return {f"dropped{index}": "0"}
 
 
 def filter_(source: Publisher[T], predicate: Callable[[T], object]) -> Publisher[T]:

@@ -64,9 +64,9 @@ Factory = Callable[..., tuple[OnNext, Callable[[], None]]]
 # (skip), or None when demand passes through.
 #
 # Filter drops are asked for again in batches: the compiled code counts them
-# per filter in FusedSubscriber.missed, and counts down `credit`, the items
-# still to come of those requested upstream as last seen. When it reaches 0
-# with drops pending, FusedSubscriber.settle() looks at the demand again
+# per filter (dropped<index>), and counts down `credit`, the items still to
+# come of those requested upstream as last seen. When it reaches 0 with
+# drops counted, FusedSubscriber.settle() looks at the demand again
 # (`requested`, read without the lock, can only look smaller, which only
 # makes the replenishment come sooner): if everything requested has arrived,
 # it sends the drops back up, through the demand functions of the steps
@@ -91,8 +91,8 @@ class Step(ABC):
         """Return source lines that apply this step to ``item`` and then run ``rest``.
 
         The lines may call ``complete()`` (end the stream early), count a drop
-        with ``missed[index] += 1`` and ``pending = True``, and use the names
-        returned by :meth:`arguments` and :meth:`state`.
+        (``filter``: ``dropped<index> += 1``), and use the names returned by
+        :meth:`arguments` and :meth:`state`.
         """
 
     def arguments(self, index: int) -> dict[str, object]:
@@ -100,7 +100,7 @@ class Step(ABC):
         return {}
 
     def state(self, index: int) -> dict[str, str]:
-        """Return per-subscription variables: name -> the argument name holding its initial value."""
+        """Return per-subscription variables: name -> its initial value (an argument name or a literal)."""
         return {}
 
     def demand(self) -> Demand | None:
@@ -128,14 +128,14 @@ def _compile(steps: tuple[Step, ...]) -> tuple[Factory, dict[str, object]]:
         body = step.code(index, body)
         arguments.update(step.arguments(index))
         state.update(step.state(index))
-    drops = any(step.drops for step in steps)
-    variables = ", ".join(["credit", "pending", *state])
+    drops = [f"dropped{index}" for index, step in enumerate(steps) if step.drops]
+    counts = ", ".join(f"({name[len('dropped') :]}, {name})" for name in drops)
+    variables = ", ".join(["credit", *state])
     source = [
-        f"def make(stage, emit, complete, fail, missed, {', '.join(arguments) or '_'}):",
+        f"def make(stage, emit, complete, fail, {', '.join(arguments) or '_'}):",
         *[f"    {name} = {initial}" for name, initial in state.items()],
         "    live = True",
         "    credit = 0",
-        "    pending = False",
         "    def on_next(item):",
         f"        nonlocal {variables}",
         "        if item is None:",
@@ -150,8 +150,10 @@ def _compile(steps: tuple[Step, ...]) -> tuple[Factory, dict[str, object]]:
         "            return",
         *(
             [
-                "        if pending and credit <= 0:",
-                "            credit, pending = stage.settle(credit)",
+                f"        if credit <= 0 and ({' or '.join(drops)}):",
+                f"            credit, settled = stage.settle(credit, ({counts},))",
+                "            if settled:",
+                f"                {' = '.join(drops)} = 0",
             ]
             if drops
             else []
@@ -222,7 +224,7 @@ class FusedSubscriber(Relay, Generic[T_co]):
     ``on_next`` is the compiled chain (see the implementation overview).
     """
 
-    __slots__ = ("_adjusters", "_empty", "_lock", "_stop", "_synced", "missed", "on_next", "requested")
+    __slots__ = ("_adjusters", "_empty", "_lock", "_stop", "_synced", "on_next", "requested")
 
     on_next: OnNext  # type: ignore[assignment]  # the compiled chain, per instance
 
@@ -240,11 +242,8 @@ class FusedSubscriber(Relay, Generic[T_co]):
         self._adjusters = tuple(step.demand() for step in steps)
         self.requested = 0  # total requested upstream; read racily by on_next
         # --- Touched only on the delivering thread ------------------------
-        self.missed = [0] * len(steps)  # drops per step, not yet asked for again
         self._synced = 0  # the value of `requested` the compiled code's credit counts down from
-        self.on_next, self._stop = factory(
-            self, downstream.on_next, self.complete, self._fail, self.missed, **arguments
-        )
+        self.on_next, self._stop = factory(self, downstream.on_next, self.complete, self._fail, **arguments)
 
     def on_subscribe(self, subscription: Subscription) -> None:
         """Start the stage; a chain with ``take(0)`` completes at once.
@@ -281,31 +280,36 @@ class FusedSubscriber(Relay, Generic[T_co]):
         self.upstream.cancel()
         self._downstream.on_error(error)
 
-    def settle(self, credit: int) -> tuple[int, bool]:
-        """Called when ``credit`` items of the demand last seen are still to come (0 or less) and drops are pending.
+    def settle(self, credit: int, dropped: tuple[tuple[int, int], ...]) -> tuple[int, bool]:
+        """See whether the drops are due; called by the compiled chain when ``credit <= 0``.
 
-        If more was requested meanwhile, return the new credit; otherwise ask
-        again for the drops. Returns the credit and whether drops are still pending.
+        Args:
+            credit: items still to come of the demand last seen (0 or less).
+            dropped: (step index, items dropped there and not yet asked for again).
+
+        Returns:
+            The new credit, and whether the drops were asked for again (or
+            need not be), so that the chain resets its counts.
         """
         received = self._synced - credit
         requested = self.requested
-        if requested <= received:
-            self.replenish()
+        settled = requested <= received  # everything requested has arrived
+        if settled:
+            self._replenish(dropped)
             requested = self.requested
         self._synced = requested
-        return requested - received, any(self.missed)
+        return requested - received, settled
 
-    def replenish(self) -> None:
-        """Ask again, in one request, for the items the filters dropped."""
-        missed = self.missed
+    def _replenish(self, dropped: tuple[tuple[int, int], ...]) -> None:
+        """Ask again, in one request, for the dropped items, through the demand functions above each filter."""
+        counts = dict(dropped)
         adjusters = self._adjusters
         with self._lock:
             if self.done:
                 return
             carry = 0
-            for index in range(len(missed) - 1, -1, -1):
-                carry += missed[index]
-                missed[index] = 0
+            for index in range(len(adjusters) - 1, -1, -1):
+                carry += counts.get(index, 0)
                 if carry and index:
                     adjust = adjusters[index - 1]
                     if adjust is not None:
