@@ -4,6 +4,11 @@ Each requests everything from its source (demand ``2**63 - 1``) and decides
 what to do with items the subscriber has not asked for yet: keep them in a
 bounded buffer (``on_backpressure_buffer``), keep only the latest
 (``on_backpressure_latest``) or drop them (``on_backpressure_drop``).
+
+Threading:  ``on_backpressure_drop`` signals on the source's thread; the
+            buffering operators deliver from a drain loop on whichever thread
+            made progress possible (the source's, or a ``request``'s), one
+            thread at a time (rule 1.3).
 """
 
 from __future__ import annotations

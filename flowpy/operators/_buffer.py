@@ -1,4 +1,7 @@
-"""``buffer(count)``: emit the items in lists of ``count``."""
+"""``buffer(count)``: emit the items in lists of ``count``.
+
+Threading:  lists go downstream on the source's thread; there is no queue.
+"""
 
 from __future__ import annotations
 

@@ -10,6 +10,11 @@ growth is bounded by ``prefetch``).
 ``merge(*publishers)`` subscribes to all of them at once; ``concat`` is the
 same machinery with ``max_concurrency=1``, so it subscribes to the next
 publisher only when the previous one has completed and been drained.
+
+Threading:  items go downstream from a drain loop that runs on whichever
+            thread made progress possible (an inner's ``on_next``, a
+            ``request``), one thread at a time (rule 1.3); ``request`` and
+            ``cancel`` may come from any thread.
 """
 
 from __future__ import annotations

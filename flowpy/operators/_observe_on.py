@@ -4,6 +4,12 @@ The upstream delivers into a queue of at most ``prefetch`` items; a drain
 task on the executor delivers from it to the subscriber, as far as the
 subscriber's demand allows. This is the operator to use when a fast source
 must not run the subscriber's code on its own thread.
+
+Threading:  ``on_subscribe`` reaches the subscriber on the thread that
+            subscribed; every later signal runs on the executor, one drain
+            task at a time (rule 1.3). If the executor refuses a task, the
+            source is cancelled and the subscriber gets the executor's
+            exception through ``on_error``.
 """
 
 from __future__ import annotations

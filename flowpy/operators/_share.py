@@ -4,6 +4,9 @@ Both put a :class:`~flowpy.processors.MulticastProcessor` between the source
 and the subscribers: every subscriber receives the same items in the same
 order, and the slowest one paces the source (the processor requests
 ``prefetch`` items ahead and never more).
+
+Threading:  see :class:`~flowpy.processors.MulticastProcessor`: signals run
+            on the thread that made progress possible, one at a time.
 """
 
 from __future__ import annotations

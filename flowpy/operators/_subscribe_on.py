@@ -3,6 +3,10 @@
 A synchronous source does its work inside ``subscribe`` and ``request``;
 ``subscribe_on`` moves those calls, in order, to an executor, so the source
 produces on that executor's thread instead of the subscriber's.
+
+Threading:  signals pass through on the thread the source uses; ``request``
+            calls are queued to the executor and run there one at a time,
+            in order; ``cancel`` goes to the source at once.
 """
 
 from __future__ import annotations

@@ -1,4 +1,11 @@
-"""``zip``: combine the n-th items of several publishers."""
+"""``zip``: combine the n-th items of several publishers.
+
+Each source gets a bounded queue of ``prefetch`` items; a row goes out when
+every queue has a head and the subscriber has demand.
+
+Threading:  rows go downstream from a drain loop that runs on whichever
+            thread made progress possible, one thread at a time (rule 1.3).
+"""
 
 from __future__ import annotations
 
