@@ -19,7 +19,6 @@ from collections.abc import Callable
 from typing import Any, Generic, Literal, TypeVar
 
 from flowpy._demand import MAX_DEMAND, add_demand
-from flowpy.errors import MissingBackpressureError
 from flowpy.flow import Publisher, Subscriber, Subscription
 from flowpy.operators._base import (
     Relay,
@@ -74,12 +73,13 @@ class _OverflowSubscriber(HeadSubscriber):
         if len(queue) >= self.prefetch and self._policy != "drop_oldest":
             if self._policy == "drop_latest":
                 return
-            self.cancel()
-            error = f"on_backpressure_buffer overflowed its capacity of {self.prefetch} items"
-            self.parent.fail(MissingBackpressureError(error))
+            self.overflow()
             return
         queue.append(item)
         self.parent._signal()
+
+    def overflow_message(self) -> str:
+        return f"on_backpressure_buffer overflowed its capacity of {self.prefetch} items"
 
     def poll(self) -> Any:
         """Take the next item; nothing to replenish, everything was requested."""

@@ -97,10 +97,7 @@ class QueueSubscriber(Subscriber[Any]):
         if self.done:
             return
         if len(self.queue) >= self.prefetch:
-            self.cancel()
-            self.parent.fail(
-                MissingBackpressureError(f"{self._name} sent more than the {self.prefetch} items requested")
-            )
+            self.overflow()
             return
         self.queue.append(item)
         self.parent._signal()
@@ -150,8 +147,22 @@ class QueueSubscriber(Subscriber[Any]):
                 subscription.request(self._limit)
         return item
 
+    def overflow(self) -> None:
+        """The upstream sent more than it was asked for (rule 1.1): cancel it and fail the parent.
+
+        Called on the upstream's thread; the queue is left to the drain.
+        """
+        self.done = True
+        if self.subscription is not None:
+            self.subscription.cancel()
+        self.parent.fail(MissingBackpressureError(self.overflow_message()))
+
+    def overflow_message(self) -> str:
+        """What :class:`~flowpy.errors.MissingBackpressureError` says on overflow."""
+        return f"{self._name} sent more than the {self.prefetch} items requested"
+
     def cancel(self) -> None:
-        """Cancel the upstream and drop the queue."""
+        """Cancel the upstream and drop the queue; called by the drain, the only reader of the queue."""
         self.done = True
         subscription = self.subscription
         if subscription is not None:

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from flowpy import operators
 from flowpy.errors import MissingBackpressureError
 from flowpy.sources import RangePublisher, just
-from tests.operators.conftest import Spy, drive, items_lists, patterns
+from tests.operators.conftest import WAIT, Spy, drive, items_lists, patterns
 from tests.sources_helpers import SpyPublisher
 from tests.support import Recorder
 
@@ -133,3 +133,21 @@ def test_on_backpressure_drop_and_latest_deliver_subsequences_within_demand(
     # nothing, latest keeps the last item.
     assert dropped.items == []
     assert latest.items == tagged[-1:]
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.usefixtures("fast_switching")
+def test_on_backpressure_buffer_with_asynchronous_source_keeps_order_under_interleavings() -> None:
+    for round_ in range(20):
+        source = operators.observe_on(RangePublisher(0, 2000), prefetch=16)
+        recorder = Recorder()
+        operators.on_backpressure_buffer(source, 1 + round_ % 8, on_overflow="drop_oldest").subscribe(recorder)
+        while not recorder.done.is_set():
+            recorder.request(1 + round_ % 3)
+            if len(recorder.items) > 2000:
+                break
+        assert recorder.done.wait(WAIT)
+        assert recorder.violations == []
+        assert recorder.completed
+        assert recorder.items == sorted(set(recorder.items))  # a subsequence, in order, no duplicates
+        assert recorder.items[-1] == 1999  # the newest item is never the one dropped

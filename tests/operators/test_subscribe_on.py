@@ -93,7 +93,7 @@ def test_subscribe_on_refusal_racing_with_items_signals_serially_and_once() -> N
     for round_ in range(40):
         source = operators.observe_on(RangePublisher(0, 10_000), prefetch=4)
         arrived = threading.Semaphore(0)
-        recorder = Recorder(on_next_hook=lambda item: arrived.release())
+        recorder = Recorder(on_next_hook=lambda item, arrived=arrived: arrived.release())
         operators.subscribe_on(source, _RefusesAfter(1 + round_ % 5)).subscribe(recorder)
         assert recorder.subscribed.wait(WAIT)
         for _ in range(3000):  # a request that finds the serial loop idle costs one task
