@@ -7,13 +7,14 @@ an infinite stream) and a failed publisher from :func:`~flowpy.sources.error`.
 
 from __future__ import annotations
 
+import itertools
 import operator
 from collections.abc import Callable
 from typing import Any
 
 from flowpy import flow, operators
 from flowpy.executors import default_executor
-from flowpy.sources import RangePublisher, error, just
+from flowpy.sources import IterablePublisher, RangePublisher, error, just
 from flowpy.tck import PublisherVerification, TestEnvironment
 
 MAX = 2**63 - 1
@@ -176,3 +177,18 @@ class TestBackpressureDrop(_Dropping):
 class TestBackpressureLatest(_Dropping):
     def apply(self, source: flow.Publisher[Any]) -> flow.Publisher[Any]:
         return operators.on_backpressure_latest(source)
+
+
+class TestShare(_OperatorVerification):
+    def apply(self, source: flow.Publisher[Any]) -> flow.Publisher[Any]:
+        return operators.share(source, prefetch=4)
+
+
+class TestObserveOnIterable(_OperatorVerification):
+    """observe_on over the asynchronous IterablePublisher: two executors in a row."""
+
+    def apply(self, source: flow.Publisher[Any]) -> flow.Publisher[Any]:
+        return operators.observe_on(source, prefetch=3)
+
+    def build(self, elements: int) -> flow.Publisher[Any]:
+        return self.apply(IterablePublisher(itertools.count() if elements == MAX else range(elements)))
