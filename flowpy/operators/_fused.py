@@ -41,6 +41,8 @@ T_co = TypeVar("T_co", covariant=True)
 Demand = Callable[[int], int]
 """Turns the demand arriving at a step from below into the demand it passes up."""
 
+_CREDIT_CAP = 2**30 - 1  # the largest int CPython stores in one 30-bit digit
+
 OnNext = Callable[[Any], None]
 Factory = Callable[..., tuple[OnNext, Callable[[], None]]]
 """Makes the compiled ``on_next`` of one subscription, and its ``stop``."""
@@ -297,8 +299,12 @@ class FusedSubscriber(Relay, Generic[T_co]):
         if settled:
             self._replenish(dropped)
             requested = self.requested
-        self._synced = requested
-        return requested - received, settled
+        # The credit is capped so that counting it down stays on one-digit ints
+        # (no multi-digit arithmetic per item under unbounded demand); the cap
+        # only makes the chain come back here sooner.
+        credit = min(requested - received, _CREDIT_CAP)
+        self._synced = received + credit
+        return credit, settled
 
     def _replenish(self, dropped: tuple[tuple[int, int], ...]) -> None:
         """Ask again, in one request, for the dropped items, through the demand functions above each filter."""
