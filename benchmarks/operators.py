@@ -7,9 +7,13 @@ Two comparisons, each a ratio measured side by side in the same process:
 * fusion: ``Flowable.range(0, N).map(f).filter(g).take(N // 2)`` into a
   no-op subscriber, against the same pipeline written as generator
   expressions consumed by a ``for`` loop;
-* hand-off: ``observe_on`` moving ``N`` items from the thread that produces
-  them to a pool thread, against ``SubmissionPublisher`` 1 -> 1 (one
-  producer thread submitting to one subscriber on the default pool).
+* hand-off: ``observe_on`` moving ``N`` items from the pool thread that
+  produces them to another pool thread (the default ``prefetch=256``),
+  against ``SubmissionPublisher`` 1 -> 1 (one producer thread submitting to
+  one subscriber on the default pool). A synchronous source such as the
+  range produces only inside ``request``: with ``subscribe_on`` each batch of
+  192 items waits for a thread to wake up; with ``observe_on`` alone the
+  drain's own requests make it emit on the drain's thread.
 
 Rates are source items per second, medians of ``R`` repetitions; the cases
 of a comparison take turns, so that a change in the machine's load touches
@@ -57,15 +61,27 @@ def fused_pipeline(items: int) -> int:
     return items
 
 
-def observe_on_hand_off(items: int) -> int:
-    """The range emits on a producer pool thread (subscribe_on); observe_on hands each item to another pool."""
+def _across_pools(build: Callable[[DaemonThreadPool, DaemonThreadPool], Flowable[int]]) -> None:
     producer = DaemonThreadPool(1, thread_name_prefix="producer")
     consumer = DaemonThreadPool(1, thread_name_prefix="consumer")
     sink = NoOp()
-    Flowable.range(0, items).subscribe_on(producer).observe_on(consumer).subscribe(sink)
+    build(producer, consumer).subscribe(sink)
     sink.done.wait()
     producer.shutdown(wait=False)
     consumer.shutdown(wait=False)
+
+
+def iterable_hand_off(items: int) -> int:
+    """An IterablePublisher emits on one pool thread; observe_on hands each item to another."""
+    _across_pools(
+        lambda producer, consumer: Flowable.from_iterable(range(items), executor=producer).observe_on(consumer)
+    )
+    return items
+
+
+def range_hand_off(items: int) -> int:
+    """The range emits on one pool thread (subscribe_on); observe_on hands each item to another."""
+    _across_pools(lambda producer, consumer: Flowable.range(0, items).subscribe_on(producer).observe_on(consumer))
     return items
 
 
@@ -109,7 +125,8 @@ def main() -> None:
     hand_off_rows = interleaved_rates(
         [
             ("SubmissionPublisher 1 -> 1", lambda: flowpy_run(1, 1, n)),
-            ("range.subscribe_on(pool).observe_on(pool)", lambda: observe_on_hand_off(n)),
+            ("from_iterable(pool A).observe_on(pool B)", lambda: iterable_hand_off(n)),
+            ("range.subscribe_on(pool A).observe_on(pool B)", lambda: range_hand_off(n)),
             ("range.observe_on(pool)", lambda: observe_on_only(n)),
         ],
         reps,

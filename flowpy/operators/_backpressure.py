@@ -76,7 +76,9 @@ class _OverflowSubscriber(HeadSubscriber):
             self.overflow()
             return
         queue.append(item)
-        self.parent._signal()
+        parent = self.parent
+        if not parent.draining:  # a running pass looks at the queue again before it ends
+            parent._signal()
 
     def overflow_message(self) -> str:
         return f"on_backpressure_buffer overflowed its capacity of {self.prefetch} items"

@@ -111,15 +111,33 @@ class DemandDrain(Subscription, ABC):
     The loop runs inline on the signalling thread, or on ``execute`` when
     one is given. Nothing is delivered before :meth:`_release`, which the
     subclass calls when the downstream's ``on_subscribe`` has returned.
+
+    An upstream that queues an item need not signal while :attr:`draining`
+    is set: the pass clears the flag and then looks again
+    (:meth:`_has_work`), so an item queued meanwhile is still delivered.
+    Each side writes first and reads the other side's write second (the
+    queue, the flag), so at least one of them sees the other; this keeps
+    a lock off the per-item path while a drain is running.
     """
 
-    __slots__ = ("_broken", "_failure", "_lock", "_ready", "_requested", "_serial", "_signal", "cancelled")
+    __slots__ = (
+        "_broken",
+        "_failure",
+        "_lock",
+        "_ready",
+        "_requested",
+        "_serial",
+        "_signal",
+        "cancelled",
+        "draining",
+    )
 
     def __init__(self, execute: Callable[[Task], object] | None = None) -> None:
         self._serial = SerialDrain(direct_executor.execute if execute is None else execute, self._pass, self._rejected)
         self._signal: Callable[[], None] = self._serial.signal
         self._ready = False  # set by _release(); no pass delivers before
         self._broken = False  # a subscriber method raised in a pass; no pass runs after
+        self.draining = False  # a pass is under way and will look at the queues again
         self.cancelled = False  # set by cancel() or a terminal signal; never cleared
         # --- Guarded by self._lock -----------------------------------------
         self._lock = threading.Lock()
@@ -159,15 +177,26 @@ class DemandDrain(Subscription, ABC):
         self._signal()
 
     def _pass(self, first: bool) -> bool:
-        if self._ready and not self._broken:
-            try:
+        if not self._ready or self._broken:
+            return False
+        try:
+            while True:
+                self.draining = True
                 self._drain()
-            except Exception as error:  # a subscriber method broke rule 2.13: the stream ends here
-                self._broken = True
-                self.cancelled = True
-                self._cancel_upstream()
-                report(error, f"a subscriber method raised inside {type(self).__name__}'s drain (rule 2.13)")
+                self.draining = False
+                if self.cancelled or self._failure is not None or not self._has_work():
+                    return False
+        except Exception as error:  # a subscriber method broke rule 2.13: the stream ends here
+            self.draining = False
+            self._broken = True
+            self.cancelled = True
+            self._cancel_upstream()
+            report(error, f"a subscriber method raised inside {type(self).__name__}'s drain (rule 2.13)")
         return False
+
+    @abstractmethod
+    def _has_work(self) -> bool:
+        """Whether a pass could deliver now (items queued and demand open); read after a pass."""
 
     @abstractmethod
     def _drain(self) -> None:

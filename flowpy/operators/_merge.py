@@ -110,6 +110,9 @@ class _Coordinator(DemandDrain, Generic[T]):
     def _cancel_upstream(self) -> None:
         self._cancel_all()
 
+    def _has_work(self) -> bool:
+        return self._requested > 0 and any(inner.queue for inner in self._inners)
+
     def _cancel_all(self) -> None:
         self.cancelled = True
         if self._outer is not None:

@@ -100,7 +100,9 @@ class QueueSubscriber(Subscriber[Any]):
             self.overflow()
             return
         self.queue.append(item)
-        self.parent._signal()
+        parent = self.parent
+        if not parent.draining:  # a running pass looks at the queue again before it ends
+            parent._signal()
 
     def on_error(self, error: BaseException) -> None:
         """Fail the parent, now or after the queued items (``delay_error``).
@@ -210,6 +212,9 @@ class QueueDrain(DemandDrain, Generic[T]):
 
     def _cancel_upstream(self) -> None:
         self.upstream.cancel()
+
+    def _has_work(self) -> bool:
+        return bool(self.upstream.queue) and self._requested > 0
 
     def _signal_downstream_error(self, error: BaseException) -> None:
         if not self._terminated:

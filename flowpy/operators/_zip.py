@@ -39,6 +39,9 @@ class _ZipCoordinator(DemandDrain):
     def _cancel_upstream(self) -> None:
         self._end()
 
+    def _has_work(self) -> bool:
+        return self._requested > 0 and all(inner.queue for inner in self.inners)
+
     def _signal_downstream_error(self, error: BaseException) -> None:
         self._downstream.on_error(error)
 
