@@ -58,7 +58,7 @@ Factory = Callable[..., tuple[OnNext, Callable[[], None]]]
 # `item`, and its per-subscription state (the count left to take, the
 # running accumulator) lives in closure variables of that function. An item
 # then costs one call of on_next plus the calls of the user's functions,
-# with no allocation. Only names of the form <name><index> and fixed text
+# and no objects besides the counters' ints. Only names of the form <name><index> and fixed text
 # are ever put into the source; the user's functions and values are passed
 # to the compiled factory as arguments.
 #
