@@ -37,86 +37,75 @@ def _require(value: object, name: str) -> None:
         raise TypeError(f"{name} must not be None")
 
 
-# --- Subscriptions -----------------------------------------------------------
+# --- Subscriptions and subscribers -----------------------------------------
+#
+# One forwarding implementation serves both directions; the concrete classes
+# only name the interface they implement and how a subscription is wrapped
+# on its way through on_subscribe.
 
 
-class _ReactiveToFlowSubscription(rs.Subscription):
+class _ForwardingSubscription:
+    """Forwards ``request`` and ``cancel`` verbatim to ``wrapped``."""
+
+    __slots__ = ("wrapped",)
+
+    def __init__(self, subscription: Any) -> None:
+        self.wrapped = subscription
+
+    def request(self, n: int) -> None:
+        self.wrapped.request(n)
+
+    def cancel(self) -> None:
+        self.wrapped.cancel()
+
+
+class _ReactiveToFlowSubscription(_ForwardingSubscription, rs.Subscription):
     """A Reactive Streams subscription forwarding to a Flow subscription."""
 
-    __slots__ = ("wrapped",)
-
-    def __init__(self, subscription: flow.Subscription) -> None:
-        self.wrapped = subscription
-
-    def request(self, n: int) -> None:
-        self.wrapped.request(n)
-
-    def cancel(self) -> None:
-        self.wrapped.cancel()
+    __slots__ = ()
 
 
-class _FlowToReactiveSubscription(flow.Subscription):
+class _FlowToReactiveSubscription(_ForwardingSubscription, flow.Subscription):
     """A Flow subscription forwarding to a Reactive Streams subscription."""
 
+    __slots__ = ()
+
+
+class _ForwardingSubscriber:
+    """Forwards the four signals verbatim to ``wrapped``, wrapping the subscription."""
+
     __slots__ = ("wrapped",)
 
-    def __init__(self, subscription: rs.Subscription) -> None:
-        self.wrapped = subscription
+    _subscription_adapter: type[_ForwardingSubscription]
 
-    def request(self, n: int) -> None:
-        self.wrapped.request(n)
+    def __init__(self, subscriber: Any) -> None:
+        self.wrapped = subscriber
 
-    def cancel(self) -> None:
-        self.wrapped.cancel()
+    def on_subscribe(self, subscription: Any) -> None:
+        self.wrapped.on_subscribe(None if subscription is None else self._subscription_adapter(subscription))
+
+    def on_next(self, item: Any) -> None:
+        self.wrapped.on_next(item)
+
+    def on_error(self, error: BaseException) -> None:
+        self.wrapped.on_error(error)
+
+    def on_complete(self) -> None:
+        self.wrapped.on_complete()
 
 
-# --- Subscribers -------------------------------------------------------------
-
-
-class _ReactiveToFlowSubscriber(rs.Subscriber[T]):
+class _ReactiveToFlowSubscriber(_ForwardingSubscriber, rs.Subscriber[T]):
     """A Reactive Streams subscriber forwarding to a Flow subscriber."""
 
-    __slots__ = ("wrapped",)
-
-    def __init__(self, subscriber: flow.Subscriber[T]) -> None:
-        self.wrapped = subscriber
-
-    def on_subscribe(self, subscription: rs.Subscription) -> None:
-        self.wrapped.on_subscribe(
-            None if subscription is None else _FlowToReactiveSubscription(subscription)
-        )
-
-    def on_next(self, item: T) -> None:
-        self.wrapped.on_next(item)
-
-    def on_error(self, error: BaseException) -> None:
-        self.wrapped.on_error(error)
-
-    def on_complete(self) -> None:
-        self.wrapped.on_complete()
+    __slots__ = ()
+    _subscription_adapter = _FlowToReactiveSubscription
 
 
-class _FlowToReactiveSubscriber(flow.Subscriber[T]):
+class _FlowToReactiveSubscriber(_ForwardingSubscriber, flow.Subscriber[T]):
     """A Flow subscriber forwarding to a Reactive Streams subscriber."""
 
-    __slots__ = ("wrapped",)
-
-    def __init__(self, subscriber: rs.Subscriber[T]) -> None:
-        self.wrapped = subscriber
-
-    def on_subscribe(self, subscription: flow.Subscription) -> None:
-        self.wrapped.on_subscribe(
-            None if subscription is None else _ReactiveToFlowSubscription(subscription)
-        )
-
-    def on_next(self, item: T) -> None:
-        self.wrapped.on_next(item)
-
-    def on_error(self, error: BaseException) -> None:
-        self.wrapped.on_error(error)
-
-    def on_complete(self) -> None:
-        self.wrapped.on_complete()
+    __slots__ = ()
+    _subscription_adapter = _ReactiveToFlowSubscription
 
 
 # --- Publishers --------------------------------------------------------------
@@ -162,11 +151,6 @@ class _ReactiveToFlowProcessor(_ReactiveToFlowSubscriber[T], rs.Processor[T, U])
 
     __slots__ = ()
 
-    wrapped: flow.Processor[T, U]
-
-    def __init__(self, processor: flow.Processor[T, U]) -> None:
-        super().__init__(processor)
-
     def subscribe(self, subscriber: rs.Subscriber[U]) -> None:
         self.wrapped.subscribe(_subscriber_to_flow(subscriber))
 
@@ -175,11 +159,6 @@ class _FlowToReactiveProcessor(_FlowToReactiveSubscriber[T], flow.Processor[T, U
     """A Flow processor forwarding to a Reactive Streams processor."""
 
     __slots__ = ()
-
-    wrapped: rs.Processor[T, U]
-
-    def __init__(self, processor: rs.Processor[T, U]) -> None:
-        super().__init__(processor)
 
     def subscribe(self, subscriber: flow.Subscriber[U]) -> None:
         self.wrapped.subscribe(_subscriber_to_reactive(subscriber))

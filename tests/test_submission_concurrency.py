@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import random
-import sys
 import threading
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -16,16 +14,6 @@ from flowpy.flow import Subscriber, Subscription
 from flowpy.submission import SubmissionPublisher
 
 MAX = 2**63 - 1
-
-
-@pytest.fixture
-def tiny_switch_interval() -> Iterator[None]:
-    previous = sys.getswitchinterval()
-    sys.setswitchinterval(1e-6)
-    try:
-        yield
-    finally:
-        sys.setswitchinterval(previous)
 
 
 class Checker(Subscriber[tuple[int, int]]):

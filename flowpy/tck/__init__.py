@@ -37,6 +37,12 @@ from flowpy.tck.helper_publisher import AsyncIterablePublisher
 from flowpy.tck.identity_processor import IdentityProcessorVerification
 from flowpy.tck.probes import BlackboxProbe, BlackboxSubscriberProxy, SubscriberPuppet, WhiteboxSubscriberProbe
 from flowpy.tck.publisher_verification import PUBLISHER_UNABLE_TO_SIGNAL_ON_COMPLETE, PublisherVerification
+from flowpy.tck.reactive_streams import (
+    ReactiveStreamsIdentityProcessorVerification,
+    ReactiveStreamsPublisherVerification,
+    ReactiveStreamsSubscriberBlackboxVerification,
+    ReactiveStreamsSubscriberWhiteboxVerification,
+)
 from flowpy.tck.subscriber_blackbox import SubscriberBlackboxVerification
 from flowpy.tck.subscriber_whitebox import SubscriberWhiteboxVerification
 
@@ -56,6 +62,10 @@ __all__ = [
     "ManualSubscriberWithSubscriptionSupport",
     "Promise",
     "PublisherVerification",
+    "ReactiveStreamsIdentityProcessorVerification",
+    "ReactiveStreamsPublisherVerification",
+    "ReactiveStreamsSubscriberBlackboxVerification",
+    "ReactiveStreamsSubscriberWhiteboxVerification",
     "Receptacle",
     "SkipTest",
     "SubscriberBlackboxVerification",

@@ -104,6 +104,7 @@ class _IterableSubscription(flow.Subscription, Generic[T]):
         self._scheduled = False  # a task is queued or running
         # --- Task state ---------------------------------------------------
         self._cancelled = False  # set once; then every signal is dropped
+        self._subscribed = False  # on_subscribe was called
         self._demand = 0  # outstanding requests, saturating at 2**63 - 1
         self._iterator: Iterator[T] | None = None
         self._next: T | None = None  # the item looked ahead, sent next
@@ -125,9 +126,12 @@ class _IterableSubscription(flow.Subscription, Generic[T]):
             self._scheduled = True
         try:
             self._publisher._execute(self._run)
-        except BaseException as exc:  # rejected: the stream cannot go on
+        except BaseException as exc:  # rejected: the stream cannot go on (no task runs now)
             if not self._cancelled:
                 self._cancelled = True
+                subscriber = self._subscriber
+                if not self._subscribed and subscriber is not None:
+                    self._call(lambda: subscriber.on_subscribe(_NoOpSubscription()))  # rule 1.9: first
                 self._terminate(RuntimeError(f"publisher terminated: executor rejected the task: {exc!r}"))
             self._inbound.clear()
             with self._lock:
@@ -154,6 +158,7 @@ class _IterableSubscription(flow.Subscription, Generic[T]):
     def _do_subscribe(self) -> None:
         subscriber = self._subscriber
         assert subscriber is not None
+        self._subscribed = True
         try:
             self._iterator = iter(self._publisher._iterable)
         except BaseException as exc:

@@ -10,7 +10,7 @@ downstream reports to the probe, and three tests of its own check rules
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, Generic, TypeVar
+from typing import Any, TypeVar
 
 from flowpy import flow
 from flowpy.tck._base import Verification, WithHelperPublisher, verification_tests
@@ -24,7 +24,7 @@ from flowpy.tck.environment import (
     skip,
 )
 from flowpy.tck.probes import SubscriberPuppet, WhiteboxSubscriberProbe
-from flowpy.tck.publisher_verification import PublisherVerification, gc_timeout_from_environment
+from flowpy.tck.publisher_verification import PublisherConfiguration, PublisherVerification
 from flowpy.tck.subscriber_whitebox import SubscriberWhiteboxVerification
 
 __all__ = ["IdentityProcessorVerification"]
@@ -45,7 +45,7 @@ _MULTI_SUBSCRIBER_TESTS = {
 }
 
 
-class IdentityProcessorVerification(Verification, WithHelperPublisher, Generic[T]):
+class IdentityProcessorVerification(Verification, WithHelperPublisher, PublisherConfiguration[T]):
     """The publisher, subscriber and processor rules, verified against :meth:`create_identity_processor`.
 
     Hooks to implement: :meth:`create_identity_processor`; usually
@@ -67,26 +67,6 @@ class IdentityProcessorVerification(Verification, WithHelperPublisher, Generic[T
             NotImplementedError: unless overridden.
         """
         raise NotImplementedError(f"{type(self).__name__} must implement create_identity_processor(buffer_size)")
-
-    def create_failed_publisher(self) -> flow.Publisher[T] | None:
-        """As :meth:`PublisherVerification.create_failed_publisher`; default ``None`` (skip)."""
-        return None
-
-    def max_elements_from_publisher(self) -> int:
-        """As :meth:`PublisherVerification.max_elements_from_publisher`."""
-        return LONG_MAX - 1
-
-    def bounded_depth_of_on_next_and_request_recursion(self) -> int:
-        """As :meth:`PublisherVerification.bounded_depth_of_on_next_and_request_recursion`."""
-        return 1
-
-    def skip_stochastic_tests(self) -> bool:
-        """As :meth:`PublisherVerification.skip_stochastic_tests`."""
-        return False
-
-    def publisher_reference_gc_timeout_millis(self) -> int:
-        """As :meth:`PublisherVerification.publisher_reference_gc_timeout_millis`."""
-        return gc_timeout_from_environment()
 
     def max_supported_subscribers(self) -> int:
         """How many subscribers the processor serves at once; default unbounded. Return 1 for no fan-out."""

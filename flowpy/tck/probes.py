@@ -12,7 +12,8 @@ from abc import ABC, abstractmethod
 from typing import Generic, TypeVar
 
 from flowpy import flow
-from flowpy.tck.environment import E, Promise, Receptacle, TestEnvironment
+from flowpy.tck.environment import TestEnvironment
+from flowpy.tck.signals import E, Promise, Receptacle
 
 __all__ = [
     "BlackboxProbe",

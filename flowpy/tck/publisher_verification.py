@@ -104,25 +104,8 @@ class _ConcurrentAccessBarrier:
                            f"left {signal} while thread {previous} was signalling (rule 1.3)")
 
 
-class PublisherVerification(Verification, Generic[T]):
-    """The publisher rules, verified against :meth:`create_publisher`.
-
-    Hooks to implement: :meth:`create_publisher`, :meth:`create_failed_publisher`.
-    Hooks to override when needed: :meth:`max_elements_from_publisher`,
-    :meth:`bounded_depth_of_on_next_and_request_recursion`,
-    :meth:`skip_stochastic_tests`, :meth:`publisher_reference_gc_timeout_millis`,
-    :meth:`create_test_environment`.
-    """
-
-    # --- Configuration hooks -------------------------------------------
-
-    def create_publisher(self, elements: int) -> flow.Publisher[T]:
-        """Return a publisher of exactly ``elements`` items; ``2**63 - 1`` means infinite.
-
-        Raises:
-            NotImplementedError: unless overridden.
-        """
-        raise NotImplementedError(f"{type(self).__name__} must implement create_publisher(elements)")
+class PublisherConfiguration(Generic[T]):
+    """The hooks that configure the publisher tests (of publishers and of processors)."""
 
     def create_failed_publisher(self) -> flow.Publisher[T] | None:
         """Return a publisher that signals ``on_subscribe`` then ``on_error`` (rules 1.4, 1.9).
@@ -154,6 +137,27 @@ class PublisherVerification(Verification, Generic[T]):
         Default: the environment variable ``PUBLISHER_REFERENCE_GC_TIMEOUT_MILLIS``, else 300.
         """
         return gc_timeout_from_environment()
+
+
+class PublisherVerification(Verification, PublisherConfiguration[T]):
+    """The publisher rules, verified against :meth:`create_publisher`.
+
+    Hooks to implement: :meth:`create_publisher`, :meth:`create_failed_publisher`.
+    Hooks to override when needed: :meth:`max_elements_from_publisher`,
+    :meth:`bounded_depth_of_on_next_and_request_recursion`,
+    :meth:`skip_stochastic_tests`, :meth:`publisher_reference_gc_timeout_millis`,
+    :meth:`create_test_environment`.
+    """
+
+    # --- Configuration hooks -------------------------------------------
+
+    def create_publisher(self, elements: int) -> flow.Publisher[T]:
+        """Return a publisher of exactly ``elements`` items; ``2**63 - 1`` means infinite.
+
+        Raises:
+            NotImplementedError: unless overridden.
+        """
+        raise NotImplementedError(f"{type(self).__name__} must implement create_publisher(elements)")
 
     # --- Harness ---------------------------------------------------------
 
@@ -300,27 +304,33 @@ class PublisherVerification(Verification, Generic[T]):
 
         self.stochastic_test(_STOCHASTIC_ITERATIONS, lambda _: self.active_publisher_test(elements, True, body))
 
-    def test_optional_spec104_must_signal_on_error_when_fails(self) -> None:
+    def _expect_on_subscribe_then_on_error(self, pub: flow.Publisher[T], *, wait_for_more: bool) -> None:
+        """Subscribe to a failed publisher: exactly one ``on_subscribe``, then exactly one ``on_error``."""
         env = self.env
+        on_error = Latch(env)
+        on_subscribe = Latch(env)
 
-        def body(pub: flow.Publisher[T]) -> None:
-            on_error = Latch(env)
-            on_subscribe = Latch(env)
+        class Failing(TestSubscriber[T]):
+            def on_subscribe(self, subscription: flow.Subscription) -> None:
+                on_subscribe.assert_open("Only one on_subscribe call expected")
+                on_subscribe.close()
 
-            class Failing(TestSubscriber[T]):
-                def on_subscribe(self, subscription: flow.Subscription) -> None:
-                    on_subscribe.assert_open("Only one on_subscribe call expected")
-                    on_subscribe.close()
+            def on_error(self, error: BaseException) -> None:
+                on_subscribe.assert_closed("on_subscribe should be called prior to on_error always")
+                on_error.assert_open(f"Error-state Publisher {pub!r} called on_error twice on new Subscriber")
+                on_error.close()
 
-                def on_error(self, error: BaseException) -> None:
-                    on_subscribe.assert_closed("on_subscribe should be called prior to on_error always")
-                    on_error.assert_open(f"Error-state Publisher {pub!r} called on_error twice on new Subscriber")
-                    on_error.close()
-
-            pub.subscribe(Failing(env))
-            on_subscribe.expect_close("Should have received on_subscribe")
-            on_error.expect_close(f"Error-state Publisher {pub!r} did not call on_error on new Subscriber")
+        pub.subscribe(Failing(env))
+        on_subscribe.expect_close("Should have received on_subscribe")
+        on_error.expect_close(f"Error-state Publisher {pub!r} did not call on_error on new Subscriber")
+        if wait_for_more:
             env.verify_no_async_errors()
+        else:
+            env.verify_no_async_errors_no_delay()
+
+    def test_optional_spec104_must_signal_on_error_when_fails(self) -> None:
+        def body(pub: flow.Publisher[T]) -> None:
+            self._expect_on_subscribe_then_on_error(pub, wait_for_more=True)
 
         try:
             self.when_has_error_publisher_test(body)
@@ -427,63 +437,33 @@ class PublisherVerification(Verification, Generic[T]):
     def test_required_spec109_may_reject_calls_to_subscribe_if_publisher_is_unable_or_unwilling_to_serve_them_rejection_must_trigger_on_error_after_on_subscribe(  # noqa: E501
         self,
     ) -> None:
-        env = self.env
-
-        def body(pub: flow.Publisher[T]) -> None:
-            on_error = Latch(env)
-            on_subscribe = Latch(env)
-
-            class Rejected(TestSubscriber[T]):
-                def on_subscribe(self, subscription: flow.Subscription) -> None:
-                    on_subscribe.assert_open("Only one on_subscribe call expected")
-                    on_subscribe.close()
-
-                def on_error(self, error: BaseException) -> None:
-                    on_subscribe.assert_closed("on_subscribe should be called prior to on_error always")
-                    on_error.assert_open("on_error must be called only once")
-                    on_error.close()
-
-            pub.subscribe(Rejected(env))
-            on_subscribe.expect_close("Should have received on_subscribe")
-            on_error.expect_close("Should have received on_error")
-            env.verify_no_async_errors_no_delay()
-
-        self.when_has_error_publisher_test(body)
+        self.when_has_error_publisher_test(
+            lambda pub: self._expect_on_subscribe_then_on_error(pub, wait_for_more=False))
 
     def test_untested_spec110_reject_a_subscription_request_if_the_same_subscriber_subscribes_twice(self) -> None:
         self.untested()
 
-    def test_optional_spec111_may_support_multi_subscribe(self) -> None:
-        def body(pub: flow.Publisher[T]) -> None:
-            sub1 = self.env.new_manual_subscriber(pub)
-            sub2 = self.env.new_manual_subscriber(pub)
+    def _two_subscribers(self, pub: flow.Publisher[T], *, each_requests_one: bool) -> None:
+        sub1 = self.env.new_manual_subscriber(pub)
+        sub2 = self.env.new_manual_subscriber(pub)
+        try:
+            if each_requests_one:
+                # Unicast or multicast is the publisher's choice: each
+                # subscriber gets an element or completion.
+                sub1.request_next_element_or_end_of_stream()
+                sub2.request_next_element_or_end_of_stream()
+            self.env.verify_no_async_errors()
+        finally:
             try:
-                self.env.verify_no_async_errors()
+                sub1.cancel()
             finally:
-                try:
-                    sub1.cancel()
-                finally:
-                    sub2.cancel()
+                sub2.cancel()
 
-        self.optional_active_publisher_test(1, False, body)
+    def test_optional_spec111_may_support_multi_subscribe(self) -> None:
+        self.optional_active_publisher_test(1, False, lambda pub: self._two_subscribers(pub, each_requests_one=False))
 
     def test_optional_spec111_registered_subscribers_must_receive_on_next_or_on_complete_signals(self) -> None:
-        def body(pub: flow.Publisher[T]) -> None:
-            sub1 = self.env.new_manual_subscriber(pub)
-            sub2 = self.env.new_manual_subscriber(pub)
-            # Unicast or multicast is the publisher's choice: each subscriber
-            # gets an element or completion.
-            sub1.request_next_element_or_end_of_stream()
-            sub2.request_next_element_or_end_of_stream()
-            try:
-                self.env.verify_no_async_errors()
-            finally:
-                try:
-                    sub1.cancel()
-                finally:
-                    sub2.cancel()
-
-        self.optional_active_publisher_test(1, False, body)
+        self.optional_active_publisher_test(1, False, lambda pub: self._two_subscribers(pub, each_requests_one=True))
 
     def test_optional_spec111_multicast_must_produce_the_same_elements_in_the_same_sequence_to_all_of_its_subscribers_when_requesting_one_by_one(  # noqa: E501
         self,

@@ -19,7 +19,7 @@ from typing import Any, TextIO
 from flowpy import adapters, flow
 from flowpy import reactivestreams as rs
 from flowpy.tck._base import Verification, rule_of, verification_tests
-from flowpy.tck.environment import SkipTest, TestEnvironment
+from flowpy.tck.environment import TestEnvironment, skip_exceptions
 from flowpy.tck.identity_processor import IdentityProcessorVerification
 from flowpy.tck.publisher_verification import PublisherVerification
 from flowpy.tck.subscriber_blackbox import SubscriberBlackboxVerification
@@ -56,11 +56,13 @@ class Outcome:
 def run_test(verification: type[Verification], name: str) -> Outcome:
     """Run one test of ``verification`` on a fresh instance, as pytest would."""
     instance = verification()
+    skipped = skip_exceptions()
     try:
         instance.setup_method(getattr(instance, name))
         getattr(instance, name)()
-    except SkipTest as exc:
-        return Outcome(rule_of(name), name, Status.SKIPPED, str(exc))
+    except skipped as exc:
+        reason = getattr(exc, "msg", None)  # pytest's carries it in msg
+        return Outcome(rule_of(name), name, Status.SKIPPED, str(exc) if reason is None else str(reason))
     except Exception as exc:  # a failing test, whatever it raised
         message = str(exc) if isinstance(exc, AssertionError) and str(exc) else _describe(exc)
         return Outcome(rule_of(name), name, Status.FAILED, message)
@@ -134,15 +136,16 @@ def verification_for(
     base = KINDS[kind]
     if isinstance(factory, type) and issubclass(factory, base):
         return factory
+    make: Callable[..., Any] = factory
     hooks: dict[str, Any] = {"create_test_environment": lambda self: env()}
     if kind == "publisher":
-        hooks["create_publisher"] = lambda self, elements: _as_flow(factory(elements))
+        hooks["create_publisher"] = lambda self, elements: _as_flow(make(elements))
     elif kind == "subscriber-whitebox":
-        hooks["create_subscriber"] = lambda self, probe: _as_flow(factory(probe))
+        hooks["create_subscriber"] = lambda self, probe: _as_flow(make(probe))
     elif kind == "subscriber-blackbox":
-        hooks["create_subscriber"] = lambda self: _as_flow(factory())
+        hooks["create_subscriber"] = lambda self: _as_flow(make())
     else:
-        hooks["create_identity_processor"] = lambda self, buffer_size: _as_flow(factory(buffer_size))
+        hooks["create_identity_processor"] = lambda self, buffer_size: _as_flow(make(buffer_size))
     if failed is not None:
         hooks["create_failed_publisher"] = lambda self: _as_flow(failed())
     if max_elements is not None:
@@ -192,7 +195,7 @@ def format_table(outcomes: Sequence[Outcome], width: int = 100) -> str:
     names = [outcome.test.removeprefix("test_") for outcome in outcomes]
     name_width = min(max((len(name) for name in names), default=4), 70)
     lines = [f"{'rule':<5} {'test':<{name_width}} {'outcome':<8} message"]
-    for outcome, name in zip(outcomes, names):
+    for outcome, name in zip(outcomes, names, strict=True):
         shown = name if len(name) <= name_width else name[: name_width - 1] + "…"
         message = " ".join(outcome.message.split())
         if len(message) > width:

@@ -152,7 +152,7 @@ class SubscriberBlackboxVerification(Verification, WithHelperPublisher, Generic[
     ) -> None:
         self.untested()
 
-    def test_required_spec209_blackbox_must_be_prepared_to_receive_an_on_complete_signal_with_preceding_request_call(  # noqa: E501
+    def test_required_spec209_blackbox_must_be_prepared_to_receive_an_on_complete_signal_with_preceding_request_call(
         self,
     ) -> None:
         def body(stage: BlackboxTestStage[T]) -> None:
@@ -164,7 +164,7 @@ class SubscriberBlackboxVerification(Verification, WithHelperPublisher, Generic[
 
         self.blackbox_subscriber_test(body)
 
-    def test_required_spec209_blackbox_must_be_prepared_to_receive_an_on_complete_signal_without_preceding_request_call(  # noqa: E501
+    def test_required_spec209_blackbox_must_be_prepared_to_receive_an_on_complete_signal_without_preceding_request_call(
         self,
     ) -> None:
         def body(stage: BlackboxTestStage[T]) -> None:
@@ -187,7 +187,7 @@ class SubscriberBlackboxVerification(Verification, WithHelperPublisher, Generic[
 
         self.blackbox_subscriber_test(body)
 
-    def test_required_spec210_blackbox_must_be_prepared_to_receive_an_on_error_signal_without_preceding_request_call(  # noqa: E501
+    def test_required_spec210_blackbox_must_be_prepared_to_receive_an_on_error_signal_without_preceding_request_call(
         self,
     ) -> None:
         def body(stage: BlackboxTestStage[T]) -> None:

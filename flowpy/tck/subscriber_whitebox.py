@@ -120,7 +120,7 @@ class SubscriberWhiteboxVerification(Verification, WithHelperPublisher, Generic[
     def test_required_spec203_must_not_call_methods_on_subscription_or_publisher_in_on_error(self) -> None:
         terminal_signal_check(self.env, self.create_subscriber(WhiteboxSubscriberProbe(self.env)), "on_error")
 
-    def test_untested_spec204_must_consider_the_subscription_as_cancelled_in_after_recieving_on_complete_or_on_error(  # noqa: E501
+    def test_untested_spec204_must_consider_the_subscription_as_cancelled_in_after_recieving_on_complete_or_on_error(
         self,
     ) -> None:
         self.untested()

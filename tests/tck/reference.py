@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import threading
 from collections import deque
-from typing import Any, TypeVar
+from typing import Any, Generic, TypeVar
 
 from flowpy import flow
 from flowpy._demand import MAX_DEMAND, add_demand, check_request
@@ -296,10 +296,29 @@ class WhiteboxAsyncSubscriber(AsyncSubscriber[T]):
         self.probe.register_on_complete()
 
 
-# --- A pass-through processor --------------------------------------------------------
+# --- Processors ---------------------------------------------------------------------
 
 
-class IdentityProcessor(flow.Processor[T, T]):
+class _TerminatingProcessor(flow.Processor[T, T]):
+    """A processor whose upstream terminal signals both go to ``_terminate``."""
+
+    def on_error(self, error: BaseException) -> None:
+        if error is None:
+            raise TypeError("error must not be None (rule 2.13)")
+        self._terminate(error)
+
+    def on_complete(self) -> None:
+        self._terminate(True)
+
+    def _terminate(self, terminal: BaseException | bool) -> None:
+        """Handle the error, or ``True`` for completion."""
+        raise NotImplementedError
+
+
+# A pass-through processor.
+
+
+class IdentityProcessor(_TerminatingProcessor[T]):
     """A unicast processor: one downstream, whose demand goes upstream unchanged.
 
     Requests made before the upstream subscription arrives, or inside the
@@ -343,14 +362,6 @@ class IdentityProcessor(flow.Processor[T, T]):
         downstream = self._downstream
         if downstream is not None:
             downstream.on_next(item)
-
-    def on_error(self, error: BaseException) -> None:
-        if error is None:
-            raise TypeError("error must not be None (rule 2.13)")
-        self._terminate(error)
-
-    def on_complete(self) -> None:
-        self._terminate(True)
 
     def _terminate(self, terminal: BaseException | bool) -> None:
         with self._lock:
@@ -453,3 +464,160 @@ class _Rejected(flow.Subscription):
 def range_publisher(elements: int) -> RangePublisher:
     """The runner's factory for :class:`RangePublisher`."""
     return RangePublisher(0, elements)
+
+
+# A multicast processor.
+
+
+class MulticastProcessor(_TerminatingProcessor[T]):
+    """Sends every item to every subscriber present when it arrives.
+
+    Upstream demand is one item at a time, asked for while some subscriber
+    has more demand than items queued for it; each subscriber has its own
+    queue, so a slow one does not hold the others back (no coordinated
+    emission). Items that arrive before anyone subscribed are never
+    requested. A terminal signal goes to every subscriber at once, ahead of
+    queued items (rule 4.2).
+
+    Every signal is delivered under one re-entrant lock, by whichever thread
+    drains; a drain already running on this thread absorbs the work of
+    nested calls, so recursion stays bounded (rule 3.3).
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.RLock()
+        # --- Guarded by self._lock -----------------------------------------
+        self._upstream: flow.Subscription | None = None
+        self._in_flight = False  # an upstream request(1) is unanswered
+        self._subscriptions: list[_MulticastSubscription[T]] = []
+        self._terminal: BaseException | bool | None = None  # error, or True once completed
+        self._draining = False
+
+    # Upstream side.
+
+    def on_subscribe(self, subscription: flow.Subscription) -> None:
+        if subscription is None:
+            raise TypeError("subscription must not be None (rule 2.13)")
+        with self._lock:
+            if self._upstream is not None or self._terminal is not None:
+                duplicate = True
+            else:
+                duplicate = False
+                self._upstream = subscription
+        if duplicate:
+            subscription.cancel()  # rule 2.5
+        else:
+            self._drain()
+
+    def on_next(self, item: T) -> None:
+        if item is None:
+            raise TypeError("item must not be None (rule 2.13)")
+        with self._lock:
+            self._in_flight = False
+            for subscription in self._subscriptions:
+                subscription.queue.append(item)
+        self._drain()
+
+    def _terminate(self, terminal: BaseException | bool) -> None:
+        with self._lock:
+            if self._terminal is None:
+                self._terminal = terminal
+        self._drain()
+
+    # Downstream side.
+
+    def subscribe(self, subscriber: flow.Subscriber[T]) -> None:
+        if subscriber is None:
+            raise TypeError("subscriber must not be None (rule 1.9)")
+        subscription = _MulticastSubscription(self, subscriber)
+        with self._lock:
+            subscriber.on_subscribe(subscription)
+            self._subscriptions.append(subscription)
+        self._drain()
+
+    def _drain(self) -> None:
+        with self._lock:
+            if self._draining:
+                return  # the drain below on this thread picks the work up
+            self._draining = True
+            try:
+                self._drain_locked()
+            finally:
+                self._draining = False
+
+    def _drain_locked(self) -> None:
+        # Caller holds self._lock.
+        progress = True
+        while progress:
+            progress = False
+            for subscription in list(self._subscriptions):
+                subscriber = subscription.subscriber
+                if subscription.error is not None:
+                    self._subscriptions.remove(subscription)
+                    error, subscription.error = subscription.error, None
+                    subscription.subscriber = None
+                    if subscriber is not None:
+                        subscriber.on_error(error)
+                    progress = True
+                elif subscriber is None:
+                    self._subscriptions.remove(subscription)
+                elif self._terminal is not None and (not subscription.queue or self._terminal is not True):
+                    self._subscriptions.remove(subscription)
+                    subscription.subscriber = None
+                    _deliver(subscriber, self._terminal)
+                    progress = True
+                elif subscription.queue and subscription.demand > 0:
+                    if subscription.demand != MAX_DEMAND:
+                        subscription.demand -= 1
+                    subscriber.on_next(subscription.queue.popleft())
+                    progress = True
+            wanted = any(s.demand > len(s.queue) for s in self._subscriptions if s.subscriber is not None)
+            if (wanted and self._terminal is None and self._upstream is not None and not self._in_flight):
+                self._in_flight = True
+                self._upstream.request(1)
+                progress = True
+
+
+class _MulticastSubscription(flow.Subscription, Generic[T]):
+    def __init__(self, processor: MulticastProcessor[T], subscriber: flow.Subscriber[T]) -> None:
+        self.processor = processor
+        self.subscriber: flow.Subscriber[T] | None = subscriber  # None once cancelled or terminated
+        self.queue: deque[T] = deque()
+        self.demand = 0
+        self.error: BaseException | None = None  # a rule 3.9 violation to signal
+
+    def request(self, n: int) -> None:
+        with self.processor._lock:
+            if self.subscriber is None:
+                return
+            error = check_request(n)
+            if error is not None:
+                self.error = error
+            else:
+                self.demand = add_demand(self.demand, n)
+        self.processor._drain()
+
+    def cancel(self) -> None:
+        processor = self.processor
+        with processor._lock:
+            if self.subscriber is None:
+                return
+            self.subscriber = None  # rule 3.13: the drain removes this subscription
+            self.queue.clear()
+            upstream = processor._upstream
+            if all(s.subscriber is None for s in processor._subscriptions) and upstream is not None:
+                # The last subscriber left: nobody needs the upstream any more.
+                processor._terminal = processor._terminal or CancelledUpstream()
+                upstream.cancel()
+
+
+class CancelledUpstream(RuntimeError):
+    """Signalled to subscribers arriving after the last one cancelled and the upstream was cancelled."""
+
+    def __init__(self) -> None:
+        super().__init__("MulticastProcessor cancelled its upstream when its last subscriber cancelled")
+
+
+def multicast_processor(buffer_size: int) -> MulticastProcessor[int]:
+    """The runner's factory for :class:`MulticastProcessor` (it buffers per subscriber, without bound)."""
+    return MulticastProcessor()

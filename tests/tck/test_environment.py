@@ -1,0 +1,123 @@
+"""TestEnvironment and its helpers: timeouts, flops, and the corrected expect_error wait."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from flowpy.tck import Latch, ManualSubscriberWithSubscriptionSupport, Promise, Receptacle, TestEnvironment
+
+
+def test_environment_defaults_are_the_java_tck_ones(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("DEFAULT_TIMEOUT_MILLIS", "DEFAULT_NO_SIGNALS_TIMEOUT_MILLIS", "DEFAULT_POLL_TIMEOUT_MILLIS"):
+        monkeypatch.delenv(name, raising=False)
+    env = TestEnvironment()
+    assert (env.default_timeout_millis, env.default_no_signals_timeout_millis,
+            env.default_poll_timeout_millis) == (100, 100, 100)
+
+
+def test_environment_variables_set_defaults_and_code_overrides_them(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DEFAULT_TIMEOUT_MILLIS", "500")
+    monkeypatch.setenv("DEFAULT_NO_SIGNALS_TIMEOUT_MILLIS", "40")
+    monkeypatch.setenv("DEFAULT_POLL_TIMEOUT_MILLIS", "7")
+    env = TestEnvironment()
+    assert (env.default_timeout_millis, env.default_no_signals_timeout_millis,
+            env.default_poll_timeout_millis) == (500, 40, 7)
+    assert TestEnvironment(30).default_timeout_millis == 30
+
+
+def test_environment_no_signals_and_poll_default_to_the_timeout(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("DEFAULT_NO_SIGNALS_TIMEOUT_MILLIS", "DEFAULT_POLL_TIMEOUT_MILLIS"):
+        monkeypatch.delenv(name, raising=False)
+    env = TestEnvironment(250)
+    assert (env.default_no_signals_timeout_millis, env.default_poll_timeout_millis) == (250, 250)
+
+
+def test_environment_variable_not_an_integer_raises(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DEFAULT_TIMEOUT_MILLIS", "fast")
+    with pytest.raises(ValueError, match=r"^environment variable DEFAULT_TIMEOUT_MILLIS must be an integer "
+                       r"\(milliseconds\), got 'fast'$"):
+        TestEnvironment()
+
+
+def test_environment_negative_timeout_raises() -> None:
+    with pytest.raises(ValueError, match=r"^default_timeout_millis must be a non-negative int, got -1$"):
+        TestEnvironment(-1)
+
+
+def test_flop_records_without_raising_and_verify_raises_first() -> None:
+    env = TestEnvironment(50, 10)
+    env.flop("first")
+    env.flop("second")
+    with pytest.raises(AssertionError, match=r"^first$"):
+        env.verify_no_async_errors_no_delay()
+    assert [str(e) for e in env.async_errors] == ["first", "second"]
+    assert str(env.drop_async_error()) == "first"
+    env.clear_async_errors()
+    env.verify_no_async_errors()
+
+
+def test_flop_with_exception_keeps_it_and_wraps_it_on_verify() -> None:
+    env = TestEnvironment(50, 10)
+    error = KeyError("k")
+    env.flop("Unexpected on_error", error)
+    assert env.async_errors == [error]
+    with pytest.raises(AssertionError, match=r"^Async error during test execution: Unexpected on_error$") as info:
+        env.verify_no_async_errors_no_delay()
+    assert info.value.__cause__ is error
+
+
+def test_expect_error_waits_the_whole_timeout_not_one_poll_interval() -> None:
+    # TCK 1.0.4's `=-` bug gave up after one poll interval (10 ms here).
+    env = TestEnvironment(2_000, 10, 10)
+    receptacle: Receptacle[int] = Receptacle(env)
+    late = threading.Timer(0.1, lambda: env.flop("late", ValueError("late")))
+    late.start()
+    try:
+        error = receptacle.expect_error(ValueError, 2_000, 10, "Expected on_error(ValueError)")
+    finally:
+        late.cancel()
+    assert str(error) == "late"
+    env.verify_no_async_errors_no_delay()
+
+
+def test_expect_error_of_other_type_fails() -> None:
+    env = TestEnvironment(50, 10, 10)
+    env.flop("boom", KeyError("boom"))
+    with pytest.raises(AssertionError, match=r"^Expected on_error\(ValueError\): got KeyError: 'boom'$"):
+        Receptacle(env).expect_error(ValueError, 50, 10, "Expected on_error(ValueError)")
+
+
+def test_latch_expect_close_flops_with_timeout_in_message() -> None:
+    env = TestEnvironment(20, 10)
+    Latch(env).expect_close("Should have received on_subscribe")
+    assert [str(e) for e in env.async_errors] == ["Should have received on_subscribe within 20 ms"]
+
+
+def test_promise_completed_twice_flops() -> None:
+    env = TestEnvironment(20, 10)
+    promise: Promise[int] = Promise(env)
+    promise.complete(1)
+    promise.complete(2)
+    assert promise.value() == 1
+    assert [str(e) for e in env.async_errors] == [
+        "Cannot complete a promise more than once! Present value: 1, attempted to set: 2"]
+
+
+def test_receptacle_overflow_flops_and_raises() -> None:
+    env = TestEnvironment(20, 10)
+    receptacle: Receptacle[int] = Receptacle(env)
+    for i in range(Receptacle.QUEUE_SIZE):
+        receptacle.add(i)
+    with pytest.raises(RuntimeError, match=r"^Received more than bufferSize \(32\) onNext signals$"):
+        receptacle.add(32)
+    assert receptacle.next_n(32, 20, "all") == list(range(32))
+
+
+def test_manual_subscriber_signal_before_on_subscribe_flops() -> None:
+    env = TestEnvironment(20, 10)
+    subscriber: ManualSubscriberWithSubscriptionSupport[int] = ManualSubscriberWithSubscriptionSupport(env)
+    subscriber.on_next(1)
+    with pytest.raises(AssertionError, match=r"^Subscriber::on_next\(1\) called before Subscriber::on_subscribe$"):
+        env.verify_no_async_errors_no_delay()
