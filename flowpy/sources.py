@@ -30,6 +30,7 @@ import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Generic, TypeVar
 
+from flowpy._checks import require_int, require_positive_int
 from flowpy._demand import MAX_DEMAND, add_demand, check_request
 from flowpy._serial import DEFAULT, Default, SerialDrain, resolve_execute
 from flowpy._signals import report, signal_subscribe, signal_terminal
@@ -87,16 +88,17 @@ class _SequenceSubscription(Subscription, Generic[T]):
     def request(self, n: int) -> None:
         """Add ``n`` to the demand; emits on this thread unless a loop is already running."""
         error = check_request(n)
-        with self._lock:
-            if self._cancelled:
-                return
-            if error is not None:
+        if error is not None:
+            with self._lock:
                 if self._error is None:
                     self._error = error
-                n = 1  # wakes the loop, which signals the error before any item
-            current = self._requested
-            self._requested = add_demand(current, n)
-        if current == 0:
+            n = 1  # wakes the loop, which signals the error before any item
+        lock = self._lock
+        lock.acquire()  # not `with`: this is the per-item path of request(1) from on_next
+        current = self._requested
+        self._requested = add_demand(current, n)
+        lock.release()
+        if current == 0 and not self._cancelled:
             self._emit()
 
     def cancel(self) -> None:
@@ -218,10 +220,8 @@ class RangePublisher(_SequencePublisher[int]):
             TypeError: if ``start`` or ``count`` is not an ``int``.
             ValueError: if ``count`` is negative.
         """
-        for name, value in (("start", start), ("count", count)):
-            if not isinstance(value, int) or isinstance(value, bool):
-                raise TypeError(f"{name} must be an int, got {value!r}")
-        if count < 0:
+        require_int(start, "start")
+        if require_int(count, "count") < 0:
             raise ValueError(f"count must be >= 0, got {count!r}")
         super().__init__(range(start, start + count))
         self._start = start
@@ -529,13 +529,9 @@ class IterablePublisher(Publisher[T_co]):
         """
         if not isinstance(iterable, Iterable):
             raise TypeError(f"iterable must be iterable, got {iterable!r}")
-        if not isinstance(batch_size, int) or isinstance(batch_size, bool):
-            raise TypeError(f"batch_size must be an int, got {batch_size!r}")
-        if batch_size <= 0:
-            raise ValueError(f"batch_size must be > 0, got {batch_size!r}")
+        self._batch_size = require_positive_int(batch_size, "batch_size")
         self._iterable = iterable
         self._execute = resolve_execute(executor)
-        self._batch_size = batch_size
 
     def subscribe(self, subscriber: Subscriber[T_co]) -> None:
         """Start a subscription; ``on_subscribe`` and everything after it run on the executor.

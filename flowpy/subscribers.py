@@ -30,6 +30,7 @@ from concurrent.futures import Future, InvalidStateError
 from types import TracebackType
 from typing import TypeVar
 
+from flowpy._checks import require_positive_int
 from flowpy._demand import MAX_DEMAND
 from flowpy._serial import DEFAULT, Default, SerialDrain, resolve_execute
 from flowpy._signals import call_subscription, report
@@ -49,17 +50,13 @@ T = TypeVar("T")
 T_contra = TypeVar("T_contra", contravariant=True)
 
 
-def _require(value: object, name: str) -> None:
+def _require(value: object, name: str, rule: str = " (rule 2.13)") -> None:
     if value is None:
-        raise TypeError(f"{name} must not be None (rule 2.13)")
+        raise TypeError(f"{name} must not be None{rule}")
 
 
 def _check_prefetch(prefetch: object) -> int:
-    if not isinstance(prefetch, int) or isinstance(prefetch, bool):
-        raise TypeError(f"prefetch must be an int, got {prefetch!r}")
-    if prefetch <= 0:
-        raise ValueError(f"prefetch must be > 0, got {prefetch!r}")
-    return min(prefetch, MAX_DEMAND)
+    return min(require_positive_int(prefetch, "prefetch"), MAX_DEMAND)
 
 
 def _replenish_limit(prefetch: int) -> int:
@@ -180,18 +177,17 @@ class AsyncSubscriber(Subscriber[T_contra], ABC):
             batch_size: the most signals one task handles.
 
         Raises:
-            TypeError: if ``executor`` is ``None`` or not an executor.
+            TypeError: if ``executor`` is ``None`` or not an executor, or
+                ``batch_size`` is not an ``int``.
             ValueError: if ``batch_size`` is not positive.
         """
-        if not isinstance(batch_size, int) or isinstance(batch_size, bool) or batch_size <= 0:
-            raise ValueError(f"batch_size must be an int > 0, got {batch_size!r}")
-        self._batch_size = batch_size
+        self._batch_size = require_positive_int(batch_size, "batch_size")
         # Appended by any thread (deque appends are atomic), popped only by the drain.
         self._signals: deque[tuple[_Signal, object]] = deque()
         self._serial = SerialDrain(resolve_execute(executor), self._drain, self._rejected)
-        # --- Touched only inside the serial drain (or on rejection) -------
+        # --- Written only inside the serial drain (or on rejection) -------
         self._subscription: Subscription | None = None
-        self._done = False
+        self._done = False  # also read, racily, by _enqueue to drop late signals
 
     @abstractmethod
     def when_next(self, item: T_contra) -> bool:
@@ -225,6 +221,10 @@ class AsyncSubscriber(Subscriber[T_contra], ABC):
         self._enqueue(_Signal.COMPLETE, None)
 
     def _enqueue(self, kind: _Signal, value: object) -> None:
+        if self._done:  # racy read: the drain (or a refused task) ended this subscriber
+            if kind is _Signal.SUBSCRIBE:
+                call_subscription(value, None)  # type: ignore[arg-type]  # rule 2.5
+            return  # the drain would drop it (rule 2.8)
         self._signals.append((kind, value))
         self._serial.signal()
 
@@ -296,6 +296,12 @@ class AsyncSubscriber(Subscriber[T_contra], ABC):
 # --- LambdaSubscriber ----------------------------------------------------------
 
 
+def _ignore(item: object) -> None:
+    """Drop an item that arrives after the end of the stream (rule 2.8)."""
+    return None
+
+
+
 class LambdaSubscriber(Subscriber[T_contra]):
     """A subscriber made of callbacks that requests in batches.
 
@@ -318,8 +324,8 @@ class LambdaSubscriber(Subscriber[T_contra]):
         [0, 1, 2]
     """
 
-    __slots__ = ("_cancelled", "_consumed", "_done", "_limit", "_next", "_on_complete",
-                 "_on_error", "_prefetch", "_subscription")
+    __slots__ = ("_cancelled", "_deliver", "_done", "_limit", "_next", "_on_complete",
+                 "_on_error", "_prefetch", "_remaining", "_subscription")
 
     def __init__(
         self,
@@ -348,8 +354,10 @@ class LambdaSubscriber(Subscriber[T_contra]):
         self._limit = _replenish_limit(self._prefetch)
         # --- Touched by the signalling thread (serial, rule 1.3) ---------
         self._subscription: Subscription | None = None
-        self._consumed = 0  # items since the last replenishing request
+        self._remaining = self._limit  # items until the next replenishing request
         self._done = False  # terminal seen, or on_next raised
+        # on_next while live, a no-op once done: one call, no flag test per item
+        self._deliver: Callable[[T_contra], object] = on_next
         # --- Set once by cancel(), from any thread ------------------------
         self._cancelled = False
 
@@ -389,22 +397,26 @@ class LambdaSubscriber(Subscriber[T_contra]):
         """
         if item is None:
             raise TypeError("item must not be None (rule 2.13)")
-        if self._done:
-            return
         try:
-            self._next(item)
+            self._deliver(item)
         except BaseException as exc:
             self._fail(exc)
             return
-        consumed = self._consumed + 1
-        if consumed == self._limit:
-            consumed = 0
-            if not self._cancelled:
-                call_subscription(self._subscription, self._limit)  # type: ignore[arg-type]
-        self._consumed = consumed
+        remaining = self._remaining - 1
+        if remaining:
+            self._remaining = remaining
+            return
+        self._remaining = self._limit
+        if not (self._cancelled or self._done):
+            call_subscription(self._subscription, self._limit)  # type: ignore[arg-type]
+
+    def _end(self) -> None:
+        """Ignore all later signals (rule 2.8)."""
+        self._done = True
+        self._deliver = _ignore
 
     def _fail(self, exc: BaseException) -> None:
-        self._done = True
+        self._end()
         subscription = self._subscription
         if subscription is not None:
             call_subscription(subscription, None)
@@ -428,14 +440,14 @@ class LambdaSubscriber(Subscriber[T_contra]):
         _require(error, "error")
         if self._done:
             return
-        self._done = True
+        self._end()
         self._signal_error(error)
 
     def on_complete(self) -> None:
         """Call the ``on_complete`` callback, once."""
         if self._done:
             return
-        self._done = True
+        self._end()
         if self._on_complete is not None:
             try:
                 self._on_complete()
@@ -460,7 +472,7 @@ def collect(publisher: Publisher[T]) -> Future[list[T]]:
     Raises:
         TypeError: if ``publisher`` is ``None``.
     """
-    _require(publisher, "publisher")
+    _require(publisher, "publisher", "")
     future: Future[list[T]] = Future()
     items: list[T] = []
 
@@ -650,7 +662,7 @@ def iterate(
         TypeError: if ``publisher`` is ``None`` or ``prefetch`` is not an ``int``.
         ValueError: if ``prefetch`` is not positive or ``timeout`` is negative.
     """
-    _require(publisher, "publisher")
+    _require(publisher, "publisher", "")
     checked = _check_prefetch(prefetch)
     if timeout is not None and timeout < 0:
         raise ValueError(f"timeout must be >= 0 or None, got {timeout!r}")

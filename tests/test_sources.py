@@ -8,6 +8,7 @@ import logging
 import threading
 import weakref
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -16,12 +17,14 @@ from hypothesis import strategies as st
 from flowpy._demand import MAX_DEMAND
 from flowpy.sources import IterablePublisher, RangePublisher, empty, error, just
 from tests.sources_helpers import (
-    ManualExecutor,
-    Recorder,
-    RejectingExecutor,
-    fast_switching,
+    WAIT,
+    SyncRecorder,
+    make_recorder,
+    rejecting,
     stack_depth,
+    wait_done,
 )
+from tests.support import ManualExecutor, Recorder
 
 RULE_39 = r"^non-positive subscription request: n must be > 0 \(rule 3\.9\), got {}$"
 
@@ -29,7 +32,7 @@ RULE_39 = r"^non-positive subscription request: n must be > 0 \(rule 3\.9\), got
 
 
 def test_range_request_all_emits_every_value_then_completes() -> None:
-    recorder = Recorder(initial=10)
+    recorder = make_recorder(initial=10)
     RangePublisher(5, 3).subscribe(recorder)
     assert recorder.items == [5, 6, 7]
     assert recorder.completed and recorder.error is None
@@ -37,14 +40,14 @@ def test_range_request_all_emits_every_value_then_completes() -> None:
 
 
 def test_range_without_request_emits_nothing() -> None:
-    recorder = Recorder()
+    recorder = make_recorder()
     RangePublisher(0, 3).subscribe(recorder)
-    assert recorder.subscribe_count == 1
+    assert recorder.kinds().count("on_subscribe") == 1
     assert recorder.items == [] and not recorder.done.is_set()
 
 
 def test_range_partial_requests_emit_exactly_what_was_asked() -> None:
-    recorder = Recorder()
+    recorder = make_recorder()
     RangePublisher(0, 10).subscribe(recorder)
     recorder.request(2)
     assert recorder.items == [0, 1]
@@ -56,14 +59,14 @@ def test_range_partial_requests_emit_exactly_what_was_asked() -> None:
 
 
 def test_range_count_zero_completes_without_demand() -> None:
-    recorder = Recorder()
+    recorder = make_recorder()
     RangePublisher(7, 0).subscribe(recorder)
     assert recorder.completed and recorder.items == []
 
 
 @pytest.mark.parametrize("n", [0, -1])
 def test_range_request_non_positive_signals_value_error_citing_rule_3_9(n: int) -> None:
-    recorder = Recorder()
+    recorder = make_recorder()
     RangePublisher(0, 10).subscribe(recorder)
     recorder.request(n)
     assert isinstance(recorder.error, ValueError)
@@ -74,16 +77,16 @@ def test_range_request_non_positive_signals_value_error_citing_rule_3_9(n: int) 
 
 @pytest.mark.parametrize("n", [True, 1.0, "1", None])
 def test_range_request_non_int_signals_type_error(n: object) -> None:
-    recorder = Recorder()
-    RangePublisher(0, 10).subscribe(recorder)
-    recorder.request(n)  # type: ignore[arg-type]
-    assert isinstance(recorder.error, TypeError)
+    subscriber = make_recorder()
+    RangePublisher(0, 10).subscribe(subscriber)
+    subscriber.subscription.request(n)  # type: ignore[arg-type, union-attr]
+    assert isinstance(subscriber.error, TypeError)
     with pytest.raises(TypeError, match=r"^subscription request must be an int \(rule 3\.9\), got .*$"):
-        raise recorder.error
+        raise subscriber.error
 
 
 def test_range_invalid_request_from_on_next_signals_error_and_no_extra_item() -> None:
-    recorder = Recorder(initial=1, per_item=0)
+    recorder = make_recorder(initial=1, per_item=0)
     publisher = RangePublisher(0, 10)
     publisher.subscribe(recorder)
     recorder.request(0)
@@ -93,7 +96,7 @@ def test_range_invalid_request_from_on_next_signals_error_and_no_extra_item() ->
 
 
 def test_range_demand_saturates_at_max_and_delivers_everything() -> None:
-    recorder = Recorder()
+    recorder = make_recorder()
     RangePublisher(0, 1000).subscribe(recorder)
     recorder.request(MAX_DEMAND)
     recorder.request(MAX_DEMAND)
@@ -101,7 +104,7 @@ def test_range_demand_saturates_at_max_and_delivers_everything() -> None:
 
 
 def test_range_cancel_in_on_next_stops_at_once() -> None:
-    recorder = Recorder(initial=100, cancel_after=3)
+    recorder = make_recorder(initial=100, cancel_after=3)
     RangePublisher(0, 100).subscribe(recorder)
     assert recorder.items == [0, 1, 2]
     assert not recorder.done.is_set()
@@ -110,7 +113,7 @@ def test_range_cancel_in_on_next_stops_at_once() -> None:
 
 
 def test_range_cancel_drops_the_subscriber() -> None:
-    recorder = Recorder(initial=1)
+    recorder = make_recorder(initial=1)
     RangePublisher(0, 10).subscribe(recorder)
     subscription = recorder.subscription
     reference = weakref.ref(recorder)
@@ -143,7 +146,7 @@ def test_range_invalid_arguments_raise(start: object, count: object, kind: type,
 def test_range_on_next_raising_cancels_and_is_logged(caplog: pytest.LogCaptureFixture) -> None:
     seen: list[int] = []
 
-    class Failing(Recorder):
+    class Failing(SyncRecorder):
         def on_next(self, item: int) -> None:
             seen.append(item)
             raise RuntimeError("boom")
@@ -158,7 +161,7 @@ def test_range_on_next_raising_cancels_and_is_logged(caplog: pytest.LogCaptureFi
 
 def test_range_is_cold_each_subscriber_gets_the_whole_range() -> None:
     publisher = RangePublisher(0, 4)
-    first, second = Recorder(initial=10), Recorder(initial=10)
+    first, second = make_recorder(initial=10), make_recorder(initial=10)
     publisher.subscribe(first)
     publisher.subscribe(second)
     assert first.items == second.items == [0, 1, 2, 3]
@@ -174,7 +177,7 @@ def test_range_is_cold_each_subscriber_gets_the_whole_range() -> None:
 def test_range_any_request_pattern_emits_in_order_never_beyond_demand(
     count: int, initial: int, per_item: int, later: list[int]
 ) -> None:
-    recorder = Recorder(initial=initial, per_item=per_item)
+    recorder = make_recorder(initial=initial, per_item=per_item)
     RangePublisher(100, count).subscribe(recorder)
     for n in later:
         if recorder.done.is_set():
@@ -186,7 +189,7 @@ def test_range_any_request_pattern_emits_in_order_never_beyond_demand(
     assert recorder.completed == (count <= recorder.requested or count == 0)
 
 
-@pytest.mark.timeout(60)
+@pytest.mark.timeout(120)
 def test_range_ten_million_one_by_one_keeps_recursion_depth_one() -> None:
     """request(1) from on_next, 10 million times: no RecursionError, no stack growth (rule 3.3)."""
     from flowpy.flow import Subscriber, Subscription
@@ -227,25 +230,32 @@ def test_range_ten_million_one_by_one_keeps_recursion_depth_one() -> None:
     assert len(subscriber.depths) == 10 and len(set(subscriber.depths)) == 1, subscriber.depths
 
 
+def _request_from_threads(recorder: Recorder, threads: int, times: int, n: int) -> None:
+    """Request ``n``, ``times`` times from each of ``threads`` threads started together."""
+    start = threading.Barrier(threads)
+    subscription = recorder.subscription
+    assert subscription is not None
+
+    def ask() -> None:
+        start.wait()
+        for _ in range(times):
+            subscription.request(n)
+
+    recorder.requested += threads * times * n
+    workers = [threading.Thread(target=ask) for _ in range(threads)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
+
+
 @pytest.mark.timeout(60)
+@pytest.mark.usefixtures("tiny_switch_interval")
 def test_range_concurrent_requests_emit_serially_and_exactly() -> None:
     for _ in range(20):
-        recorder = Recorder()
+        recorder = make_recorder()
         RangePublisher(0, 2000).subscribe(recorder)
-        start = threading.Barrier(4)
-
-        def ask() -> None:
-            start.wait()
-            for _ in range(50):
-                recorder.subscription.request(10)  # type: ignore[union-attr]
-
-        recorder.requested = 2000  # the threads below request all of it
-        with fast_switching():
-            threads = [threading.Thread(target=ask) for _ in range(4)]
-            for thread in threads:
-                thread.start()
-            for thread in threads:
-                thread.join()
+        _request_from_threads(recorder, threads=4, times=50, n=10)
         assert recorder.items == list(range(2000))
         assert recorder.completed and recorder.violations == []
 
@@ -254,7 +264,7 @@ def test_range_concurrent_requests_emit_serially_and_exactly() -> None:
 
 
 def test_just_emits_items_in_order_then_completes() -> None:
-    recorder = Recorder(initial=1, per_item=1)
+    recorder = make_recorder(initial=1, per_item=1)
     just("a", "b", "c").subscribe(recorder)
     assert recorder.items == ["a", "b", "c"] and recorder.completed
 
@@ -265,21 +275,21 @@ def test_just_none_item_raises_type_error() -> None:
 
 
 def test_just_without_items_completes_without_demand() -> None:
-    recorder = Recorder()
+    recorder = make_recorder()
     just().subscribe(recorder)
     assert recorder.completed
 
 
 def test_empty_completes_right_after_on_subscribe() -> None:
-    recorder = Recorder()
+    recorder = make_recorder()
     empty().subscribe(recorder)
-    assert recorder.subscribe_count == 1 and recorder.completed and recorder.items == []
+    assert recorder.kinds().count("on_subscribe") == 1 and recorder.completed and recorder.items == []
 
 
 def test_error_fails_every_subscriber_with_the_same_exception() -> None:
     failure = OSError("disk gone")
     publisher = error(failure)
-    first, second = Recorder(), Recorder()
+    first, second = make_recorder(), make_recorder()
     publisher.subscribe(first)
     publisher.subscribe(second)
     assert first.error is failure and second.error is failure
@@ -291,7 +301,7 @@ def test_error_non_exception_raises_type_error() -> None:
 
 
 def test_empty_cancel_in_on_subscribe_suppresses_the_terminal_signal() -> None:
-    class Canceller(Recorder):
+    class Canceller(SyncRecorder):
         def on_subscribe(self, subscription):  # type: ignore[no-untyped-def]
             super().on_subscribe(subscription)
             subscription.cancel()
@@ -302,7 +312,7 @@ def test_empty_cancel_in_on_subscribe_suppresses_the_terminal_signal() -> None:
 
 
 def test_error_invalid_request_in_on_subscribe_signals_the_request_error() -> None:
-    recorder = Recorder(initial=-5)
+    recorder = make_recorder(initial=-5)
     error(OSError("x")).subscribe(recorder)
     assert isinstance(recorder.error, ValueError)
 
@@ -312,9 +322,9 @@ def test_error_invalid_request_in_on_subscribe_signals_the_request_error() -> No
 
 def test_iterable_delivers_items_on_the_executor() -> None:
     executor = ManualExecutor()
-    recorder = Recorder(initial=10)
+    recorder = make_recorder(initial=10)
     IterablePublisher([1, 2, 3], executor=executor).subscribe(recorder)
-    assert recorder.subscribe_count == 0, "on_subscribe must run on the executor"
+    assert recorder.kinds().count("on_subscribe") == 0, "on_subscribe must run on the executor"
     executor.run_all()
     assert recorder.items == [1, 2, 3] and recorder.completed
     assert recorder.violations == []
@@ -322,15 +332,15 @@ def test_iterable_delivers_items_on_the_executor() -> None:
 
 def test_iterable_empty_completes_without_demand() -> None:
     executor = ManualExecutor()
-    recorder = Recorder()
+    recorder = make_recorder()
     IterablePublisher([], executor=executor).subscribe(recorder)
     executor.run_all()
-    assert recorder.subscribe_count == 1 and recorder.completed
+    assert recorder.kinds().count("on_subscribe") == 1 and recorder.completed
 
 
 def test_iterable_completes_after_last_item_without_further_demand() -> None:
     executor = ManualExecutor()
-    recorder = Recorder(initial=3)
+    recorder = make_recorder(initial=3)
     IterablePublisher("abc", executor=executor).subscribe(recorder)
     executor.run_all()
     assert recorder.items == ["a", "b", "c"] and recorder.completed
@@ -338,7 +348,7 @@ def test_iterable_completes_after_last_item_without_further_demand() -> None:
 
 def test_iterable_batch_size_bounds_items_per_task() -> None:
     executor = ManualExecutor()
-    recorder = Recorder(initial=10)
+    recorder = make_recorder(initial=10)
     IterablePublisher(range(10), executor=executor, batch_size=3).subscribe(recorder)
     executor.run_one()
     assert recorder.items == [0, 1, 2]
@@ -351,7 +361,7 @@ def test_iterable_batch_size_bounds_items_per_task() -> None:
 
 def test_iterable_request_one_from_on_next_still_yields_after_batch() -> None:
     executor = ManualExecutor()
-    recorder = Recorder(initial=1, per_item=1)
+    recorder = make_recorder(initial=1, per_item=1)
     IterablePublisher(range(10), executor=executor, batch_size=4).subscribe(recorder)
     executor.run_one()
     assert recorder.items == [0, 1, 2, 3]
@@ -365,10 +375,10 @@ def test_iterable_iter_failure_signals_on_subscribe_then_on_error() -> None:
             raise OSError("cannot open")
 
     executor = ManualExecutor()
-    recorder = Recorder()
+    recorder = make_recorder()
     IterablePublisher(Broken(), executor=executor).subscribe(recorder)
     executor.run_all()
-    assert recorder.subscribe_count == 1
+    assert recorder.kinds().count("on_subscribe") == 1
     assert isinstance(recorder.error, OSError) and str(recorder.error) == "cannot open"
 
 
@@ -379,7 +389,7 @@ def test_iterable_next_failure_signals_items_then_on_error() -> None:
         raise KeyError("lost")
 
     executor = ManualExecutor()
-    recorder = Recorder(initial=10)
+    recorder = make_recorder(initial=10)
     IterablePublisher(failing(), executor=executor).subscribe(recorder)
     executor.run_all()
     assert recorder.items == [1, 2] and isinstance(recorder.error, KeyError)
@@ -388,7 +398,7 @@ def test_iterable_next_failure_signals_items_then_on_error() -> None:
 def test_iterable_each_subscriber_gets_a_fresh_iterator() -> None:
     executor = ManualExecutor()
     publisher = IterablePublisher(range(3), executor=executor)
-    first, second = Recorder(initial=5), Recorder(initial=5)
+    first, second = make_recorder(initial=5), make_recorder(initial=5)
     publisher.subscribe(first)
     publisher.subscribe(second)
     executor.run_all()
@@ -397,7 +407,7 @@ def test_iterable_each_subscriber_gets_a_fresh_iterator() -> None:
 
 def test_iterable_request_zero_signals_value_error() -> None:
     executor = ManualExecutor()
-    recorder = Recorder()
+    recorder = make_recorder()
     IterablePublisher(range(3), executor=executor).subscribe(recorder)
     executor.run_all()
     recorder.request(0)
@@ -407,9 +417,9 @@ def test_iterable_request_zero_signals_value_error() -> None:
 
 
 def test_iterable_rejecting_executor_signals_on_subscribe_then_the_rejection() -> None:
-    recorder = Recorder()
-    IterablePublisher([1], executor=RejectingExecutor()).subscribe(recorder)
-    assert recorder.subscribe_count == 1
+    recorder = make_recorder()
+    IterablePublisher([1], executor=rejecting()).subscribe(recorder)
+    assert recorder.kinds().count("on_subscribe") == 1
     assert isinstance(recorder.error, RuntimeError)
     assert str(recorder.error) == "cannot schedule new tasks after shutdown"
 
@@ -424,7 +434,7 @@ def test_iterable_cancel_stops_and_closes_the_generator() -> None:
             closed.set()
 
     executor = ManualExecutor()
-    recorder = Recorder(initial=5, cancel_after=2)
+    recorder = make_recorder(initial=5, cancel_after=2)
     IterablePublisher(numbers(), executor=executor).subscribe(recorder)
     executor.run_all()
     assert recorder.items == [0, 1]
@@ -436,7 +446,11 @@ def test_iterable_cancel_stops_and_closes_the_generator() -> None:
 @pytest.mark.parametrize(
     ("kwargs", "kind", "message"),
     [
-        ({"executor": None}, TypeError, r"^executor must not be None; leave it out to use the default executor$"),
+        (
+            {"executor": None},
+            TypeError,
+            r"^executor must not be None; leave it out to use the default executor$",
+        ),
         ({"batch_size": 0}, ValueError, r"^batch_size must be > 0, got 0$"),
         ({"batch_size": "1"}, TypeError, r"^batch_size must be an int, got '1'$"),
     ],
@@ -461,7 +475,7 @@ def test_iterable_any_request_and_scheduling_pattern_is_exact(
     size: int, batch: int, steps: list[tuple[int, bool]]
 ) -> None:
     executor = ManualExecutor()
-    recorder = Recorder()
+    recorder = make_recorder()
     IterablePublisher(range(size), executor=executor, batch_size=batch).subscribe(recorder)
     executor.run_all()
     for n, run in steps:
@@ -476,21 +490,47 @@ def test_iterable_any_request_and_scheduling_pattern_is_exact(
 
 
 @pytest.mark.timeout(60)
+@pytest.mark.usefixtures("tiny_switch_interval")
 def test_iterable_default_pool_with_concurrent_requests_is_exact() -> None:
-    with fast_switching():
-        for _ in range(10):
-            recorder = Recorder()
-            IterablePublisher(range(500), batch_size=16).subscribe(recorder)
-            recorder.wait_subscribed()
-            recorder.requested = 500
-            threads = [
-                threading.Thread(target=lambda: [recorder.subscription.request(5) for _ in range(25)])  # type: ignore[union-attr]
-                for _ in range(4)
-            ]
-            for thread in threads:
-                thread.start()
-            for thread in threads:
-                thread.join()
-            recorder.wait_done()
-            assert recorder.items == list(range(500)) and recorder.completed
-            assert recorder.violations == []
+    for _ in range(10):
+        recorder = make_recorder()
+        IterablePublisher(range(500), batch_size=16).subscribe(recorder)
+        assert recorder.subscribed.wait(WAIT)
+        _request_from_threads(recorder, threads=4, times=25, n=5)
+        wait_done(recorder)
+        assert recorder.items == list(range(500)) and recorder.completed
+        assert recorder.violations == []
+
+
+def test_iterable_direct_executor_many_batches_do_not_grow_the_stack() -> None:
+    from flowpy.executors import direct_executor
+    from flowpy.subscribers import collect
+
+    depths: set[int] = set()
+
+    def numbers() -> Iterator[int]:
+        for number in range(100_000):
+            if number % 10_000 == 5_000:  # not the first item, fetched on opening
+                depths.add(stack_depth())
+            yield number
+
+    result = collect(IterablePublisher(numbers(), executor=direct_executor, batch_size=2)).result(timeout=WAIT)
+    assert result == list(range(100_000))
+    assert len(depths) == 1, f"stack depth changed across batches: {sorted(depths)}"
+
+
+@pytest.mark.parametrize("make", [lambda: RangePublisher(0, 3), lambda: just(1, 2), empty])
+def test_sync_sources_on_subscribe_raising_is_logged_and_nothing_follows(
+    make: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    class Refusing(SyncRecorder):
+        def on_subscribe(self, subscription: Any) -> None:
+            super().on_subscribe(subscription)
+            raise RuntimeError("not now")
+
+    subscriber = Refusing()
+    with caplog.at_level(logging.ERROR, logger="flowpy"):
+        make().subscribe(subscriber)
+    subscriber.subscription.request(5)  # type: ignore[union-attr]  # cancelled: a no-op (rule 3.6)
+    assert subscriber.kinds() == ["on_subscribe"]
+    assert "on_subscribe of" in caplog.text and "not now" in caplog.text
