@@ -1,16 +1,13 @@
-"""Helpers for the operator tests: a publisher wrapper that records demand, and switch-interval control."""
+"""Helpers for the operator tests: a publisher wrapper that records demand, and request-pattern driving."""
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
 from typing import Any
 
-import pytest
 from hypothesis import strategies as st
 
 from flowpy.flow import Publisher, Subscriber, Subscription
-from tests.sources_helpers import fast_switching as switching_often
 from tests.support import Recorder
 
 WAIT = 10.0  # seconds; only ever reached when a test is about to fail
@@ -76,13 +73,6 @@ class Spy(Publisher[Any]):
     def subscription(self) -> RecordedSubscription:
         """The last subscription."""
         return self.subscriptions[-1]
-
-
-@pytest.fixture
-def fast_switching() -> Iterator[None]:
-    """Switch threads as often as possible, to shake out races; restores the interval."""
-    with switching_often():
-        yield
 
 
 def drive(publisher: Publisher[Any], pattern: list[int]) -> Recorder:

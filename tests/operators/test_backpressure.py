@@ -136,7 +136,7 @@ def test_on_backpressure_drop_and_latest_deliver_subsequences_within_demand(
 
 
 @pytest.mark.timeout(60)
-@pytest.mark.usefixtures("fast_switching")
+@pytest.mark.usefixtures("tiny_switch_interval")
 def test_on_backpressure_buffer_with_asynchronous_source_keeps_order_under_interleavings() -> None:
     for round_ in range(20):
         source = operators.observe_on(RangePublisher(0, 2000), prefetch=16)

@@ -62,7 +62,7 @@ def test_flat_map_zero_concurrency_raises_value_error() -> None:
 
 
 @pytest.mark.timeout(60)
-@pytest.mark.usefixtures("fast_switching")
+@pytest.mark.usefixtures("tiny_switch_interval")
 def test_flat_map_asynchronous_inners_deliver_everything() -> None:
     for _ in range(5):
         recorder = Recorder()

@@ -86,7 +86,7 @@ def test_concat_subscribes_next_only_after_previous_completed() -> None:
 
 
 @pytest.mark.timeout(60)
-@pytest.mark.usefixtures("fast_switching")
+@pytest.mark.usefixtures("tiny_switch_interval")
 def test_merge_of_asynchronous_sources_loses_and_duplicates_nothing() -> None:
     for _ in range(10):
         sources = [operators.observe_on(RangePublisher(k * 1000, 200), prefetch=5) for k in range(4)]

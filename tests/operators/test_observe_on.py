@@ -123,7 +123,7 @@ def test_observe_on_zero_prefetch_raises_value_error() -> None:
 
 
 @pytest.mark.timeout(60)
-@pytest.mark.usefixtures("fast_switching")
+@pytest.mark.usefixtures("tiny_switch_interval")
 def test_observe_on_many_interleavings_deliver_everything_in_order() -> None:
     for round_ in range(30):
         spy = Spy(RangePublisher(0, 300))

@@ -34,7 +34,7 @@ class _OperatorVerification(PublisherVerification[Any]):
     apply: Callable[[flow.Publisher[Any]], flow.Publisher[Any]]
 
     def create_test_environment(self) -> TestEnvironment:
-        return TestEnvironment(300, 20, 10)
+        return TestEnvironment(1000, 20, 10)  # 1 s for expected signals: a loaded machine must not fail them
 
     def publisher_reference_gc_timeout_millis(self) -> int:
         return 50

@@ -88,7 +88,7 @@ class _RefusesAfter:
 
 
 @pytest.mark.timeout(60)
-@pytest.mark.usefixtures("fast_switching")
+@pytest.mark.usefixtures("tiny_switch_interval")
 def test_subscribe_on_refusal_racing_with_items_signals_serially_and_once() -> None:
     for round_ in range(40):
         source = operators.observe_on(RangePublisher(0, 10_000), prefetch=4)

@@ -60,7 +60,7 @@ def test_zip_without_publishers_raises_value_error() -> None:
 
 
 @pytest.mark.timeout(60)
-@pytest.mark.usefixtures("fast_switching")
+@pytest.mark.usefixtures("tiny_switch_interval")
 def test_zip_of_asynchronous_sources_pairs_every_item() -> None:
     for round_ in range(10):
         first = operators.observe_on(RangePublisher(0, 300), prefetch=3 + round_ % 4)
