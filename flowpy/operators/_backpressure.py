@@ -57,28 +57,13 @@ class _OverflowSubscriber(HeadSubscriber):
         if self.subscription is not None and not self.parent.cancelled:
             self.subscription.request(MAX_DEMAND)
 
-    def on_next(self, item: Any) -> None:
-        """Queue ``item``, or apply the overflow policy if the buffer is full.
-
-        Raises:
-            TypeError: if ``item`` is ``None`` (rule 2.13).
-        """
-        if item is None:
-            raise TypeError("on_next item must not be None (rule 2.13)")
-        if self.done:
-            return
-        queue = self.queue
-        # Only this thread appends and the drain only pops, so the length
-        # cannot grow between this check and the append.
-        if len(queue) >= self.prefetch and self._policy != "drop_oldest":
-            if self._policy == "drop_latest":
-                return
+    def _admit_over_capacity(self) -> bool:
+        """Apply the overflow policy; ``drop_oldest`` queues the item (the bounded deque evicts)."""
+        if self._policy == "drop_oldest":
+            return True
+        if self._policy == "error":
             self.overflow()
-            return
-        queue.append(item)
-        parent = self.parent
-        if not parent.draining:  # a running pass looks at the queue again before it ends
-            parent._signal()
+        return False
 
     def overflow_message(self) -> str:
         return f"on_backpressure_buffer overflowed its capacity of {self.prefetch} items"

@@ -96,8 +96,9 @@ class QueueSubscriber(Subscriber[Any]):
             raise TypeError("on_next item must not be None (rule 2.13)")
         if self.done:
             return
-        if len(self.queue) >= self.prefetch:
-            self.overflow()
+        # Only this thread appends and the drain only pops, so the length
+        # cannot grow between this check and the append.
+        if len(self.queue) >= self.prefetch and not self._admit_over_capacity():
             return
         self.queue.append(item)
         parent = self.parent
@@ -148,6 +149,14 @@ class QueueSubscriber(Subscriber[Any]):
             if subscription is not None and not self.done:
                 subscription.request(self._limit)
         return item
+
+    def _admit_over_capacity(self) -> bool:
+        """Decide about an item that finds the queue full; return whether to queue it anyway.
+
+        Here the upstream broke rule 1.1: :meth:`overflow`.
+        """
+        self.overflow()
+        return False
 
     def overflow(self) -> None:
         """The upstream sent more than it was asked for (rule 1.1): cancel it and fail the parent.
