@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-__all__ = ["require_int", "require_positive_int"]
+__all__ = ["require", "require_int", "require_positive_int"]
 
 
 def require_int(value: object, name: str) -> int:
@@ -25,5 +25,11 @@ def require_positive_int(value: object, name: str) -> int:
     """
     number = require_int(value, name)
     if number <= 0:
-        raise ValueError(f"{name} must be > 0, got {number!r}")
+        raise ValueError(f"{name} must be positive, got {number!r}")
     return number
+
+
+def require(value: object, name: str) -> None:
+    """Raise ``TypeError("<name> must not be None")`` if ``value`` is ``None`` (rules 1.9, 2.13)."""
+    if value is None:
+        raise TypeError(f"{name} must not be None")

@@ -9,35 +9,10 @@ signal arrived while it was running.
 
 from __future__ import annotations
 
-import enum
 import threading
 from collections.abc import Callable
 
-from flowpy.executors import Executor, as_execute, default_executor
-
-__all__ = ["DEFAULT", "Default", "SerialDrain", "resolve_execute"]
-
-
-class Default(enum.Enum):
-    """The type of :data:`DEFAULT`, the "no executor given" marker."""
-
-    EXECUTOR = "default executor"
-
-
-DEFAULT = Default.EXECUTOR
-"""Default value of ``executor`` parameters: use :func:`flowpy.default_executor`.
-
-``None`` is not accepted in its place (``TypeError``), as in the JDK.
-"""
-
-
-def resolve_execute(executor: Executor | Default, *, name: str = "executor") -> Callable[..., object]:
-    """Return the ``execute(fn)`` callable of ``executor`` (the shared pool for :data:`DEFAULT`).
-
-    Raises:
-        TypeError: if ``executor`` is ``None`` or not an executor.
-    """
-    return as_execute(default_executor() if executor is DEFAULT else executor, name=name)
+__all__ = ["SerialDrain"]
 
 
 class SerialDrain:

@@ -22,8 +22,7 @@ from concurrent.futures import Future
 from typing import Any, Generic, TypeVar, overload
 
 from flowpy import operators, sources
-from flowpy._serial import DEFAULT, Default
-from flowpy.executors import Executor
+from flowpy.executors import DEFAULT, Default, Executor
 from flowpy.flow import Publisher, Subscriber
 from flowpy.operators import ConnectablePublisher, OverflowPolicy
 from flowpy.subscribers import BlockingIterator, LambdaSubscriber

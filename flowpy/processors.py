@@ -22,10 +22,9 @@ from typing import Any, Generic, TypeVar
 
 from flowpy._checks import require_positive_int
 from flowpy._demand import add_demand, check_request
-from flowpy._serial import DEFAULT, Default
 from flowpy._signals import call_subscription, report, signal_subscribe, signal_terminal
 from flowpy.errors import ClosedPublisherError, MissingBackpressureError
-from flowpy.executors import Executor
+from flowpy.executors import DEFAULT, Default, Executor
 from flowpy.flow import Processor, Subscriber, Subscription, default_buffer_size
 from flowpy.submission import SubmissionPublisher
 

@@ -32,9 +32,9 @@ from typing import Generic, TypeVar
 
 from flowpy._checks import require_int, require_positive_int
 from flowpy._demand import MAX_DEMAND, add_demand, check_request
-from flowpy._serial import DEFAULT, Default, SerialDrain, resolve_execute
+from flowpy._serial import SerialDrain
 from flowpy._signals import report, signal_subscribe, signal_terminal
-from flowpy.executors import Executor
+from flowpy.executors import DEFAULT, Default, Executor, resolve_execute
 from flowpy.flow import Publisher, Subscriber, Subscription
 
 __all__ = ["IterablePublisher", "RangePublisher", "empty", "error", "just"]

@@ -37,7 +37,7 @@ from typing import Final, Generic, TypeVar
 
 from flowpy._buffered import BufferedSubscription, Handler
 from flowpy.errors import ClosedPublisherError, DuplicateSubscriptionError
-from flowpy.executors import Executor, as_execute, default_executor
+from flowpy.executors import DEFAULT, Default, Executor, default_executor, resolve_execute
 from flowpy.flow import Publisher, Subscriber, Subscription, default_buffer_size
 
 __all__ = ["BUFFER_CAPACITY_LIMIT", "DropHandler", "SubmissionPublisher"]
@@ -62,9 +62,6 @@ DropHandler = Callable[[Subscriber[T], T], bool]
 # their turn on self._turn, so the order is kept; close(), subscribe() and the
 # queries can take the lock meanwhile, which is how close() returns at once
 # and wakes the blocked producer.
-
-_DEFAULT: Final = object()
-
 
 def _round_capacity(capacity: int) -> int:
     """Round up to a power of two, at least 1 and at most BUFFER_CAPACITY_LIMIT."""
@@ -95,20 +92,18 @@ class SubmissionPublisher(Publisher[T], Generic[T]):
 
     def __init__(
         self,
-        executor: Executor = _DEFAULT,  # type: ignore[assignment]
+        executor: Executor | Default = DEFAULT,
         max_buffer_capacity: int = default_buffer_size(),
         handler: Handler[T] | None = None,
     ) -> None:
-        if executor is _DEFAULT:
-            executor = default_executor()
-        self._execute = as_execute(executor)
+        self._execute = resolve_execute(executor)
         if not isinstance(max_buffer_capacity, int) or isinstance(max_buffer_capacity, bool):
             raise TypeError(f"max_buffer_capacity must be an int, got {max_buffer_capacity!r}")
         if max_buffer_capacity <= 0:
             raise ValueError(f"max_buffer_capacity must be positive, got {max_buffer_capacity!r}")
         if handler is not None and not callable(handler):
             raise TypeError(f"handler must be callable or None, got {handler!r}")
-        self._executor = executor
+        self._executor: Executor = default_executor() if executor is DEFAULT else executor
         self._capacity = _round_capacity(max_buffer_capacity)
         self._handler = handler
 

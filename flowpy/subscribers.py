@@ -31,10 +31,10 @@ from types import TracebackType
 from typing import TypeVar
 
 from flowpy._checks import require_positive_int
-from flowpy._demand import MAX_DEMAND
-from flowpy._serial import DEFAULT, Default, SerialDrain, resolve_execute
+from flowpy._demand import MAX_DEMAND, replenish_limit
+from flowpy._serial import SerialDrain
 from flowpy._signals import call_subscription, report
-from flowpy.executors import Executor
+from flowpy.executors import DEFAULT, Default, Executor, resolve_execute
 from flowpy.flow import Publisher, Subscriber, Subscription
 
 __all__ = [
@@ -57,11 +57,6 @@ def _require(value: object, name: str, rule: str = " (rule 2.13)") -> None:
 
 def _check_prefetch(prefetch: object) -> int:
     return min(require_positive_int(prefetch, "prefetch"), MAX_DEMAND)
-
-
-def _replenish_limit(prefetch: int) -> int:
-    """Items consumed before ``request(limit)`` refills a prefetch window: three quarters."""
-    return prefetch if prefetch == MAX_DEMAND else max(1, prefetch - (prefetch >> 2))
 
 
 # --- SyncSubscriber ------------------------------------------------------------
@@ -351,7 +346,7 @@ class LambdaSubscriber(Subscriber[T_contra]):
         self._on_error = on_error
         self._on_complete = on_complete
         self._prefetch = _check_prefetch(prefetch)
-        self._limit = _replenish_limit(self._prefetch)
+        self._limit = replenish_limit(self._prefetch)
         # --- Touched by the signalling thread (serial, rule 1.3) ---------
         self._subscription: Subscription | None = None
         self._remaining = self._limit  # items until the next replenishing request
@@ -501,7 +496,7 @@ class _BlockingSubscriber(Subscriber[T]):
 
     def __init__(self, prefetch: int) -> None:
         self.prefetch = prefetch
-        self.limit = _replenish_limit(prefetch)
+        self.limit = replenish_limit(prefetch)
         # Serialises this side's request/cancel calls (rule 2.7): the
         # publisher's thread requests in on_subscribe, the consumer later.
         self.calls = threading.Lock()

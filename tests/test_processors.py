@@ -231,7 +231,7 @@ def test_multicast_none_argument_raises_type_error(call: Any, message: str) -> N
 
 @pytest.mark.parametrize(
     ("prefetch", "kind", "message"),
-    [(0, ValueError, r"^prefetch must be > 0, got 0$"), ("8", TypeError, r"^prefetch must be an int, got '8'$")],
+    [(0, ValueError, r"^prefetch must be positive, got 0$"), ("8", TypeError, r"^prefetch must be an int, got '8'$")],
 )
 def test_multicast_invalid_prefetch_raises(prefetch: Any, kind: type, message: str) -> None:
     with pytest.raises(kind, match=message):

@@ -451,7 +451,7 @@ def test_iterable_cancel_stops_and_closes_the_generator() -> None:
             TypeError,
             r"^executor must not be None; leave it out to use the default executor$",
         ),
-        ({"batch_size": 0}, ValueError, r"^batch_size must be > 0, got 0$"),
+        ({"batch_size": 0}, ValueError, r"^batch_size must be positive, got 0$"),
         ({"batch_size": "1"}, TypeError, r"^batch_size must be an int, got '1'$"),
     ],
 )

@@ -248,7 +248,7 @@ def test_async_subscriber_none_item_raises_on_the_caller() -> None:
 
 
 def test_async_subscriber_invalid_batch_size_raises() -> None:
-    with pytest.raises(ValueError, match=r"^batch_size must be > 0, got 0$"):
+    with pytest.raises(ValueError, match=r"^batch_size must be positive, got 0$"):
         Collecting(ManualExecutor(), batch_size=0)
 
 
@@ -329,7 +329,7 @@ def test_lambda_subscriber_calls_on_complete_once() -> None:
 @pytest.mark.parametrize(
     ("prefetch", "kind", "message"),
     [
-        (0, ValueError, r"^prefetch must be > 0, got 0$"),
+        (0, ValueError, r"^prefetch must be positive, got 0$"),
         (2.0, TypeError, r"^prefetch must be an int, got 2\.0$"),
     ],
 )
@@ -492,7 +492,7 @@ def test_iterate_break_from_infinite_source_leaves_no_running_task() -> None:
 @pytest.mark.parametrize(
     ("kwargs", "kind", "message"),
     [
-        ({"prefetch": 0}, ValueError, r"^prefetch must be > 0, got 0$"),
+        ({"prefetch": 0}, ValueError, r"^prefetch must be positive, got 0$"),
         ({"timeout": -1}, ValueError, r"^timeout must be >= 0 or None, got -1$"),
     ],
 )

@@ -7,43 +7,10 @@ from collections.abc import Callable
 from typing import TypeVar
 
 from flowpy import flow
-from flowpy._demand import MAX_DEMAND
 
-__all__ = ["ForwardingSubscriber", "check_positive", "post_to_loop", "replenish_limit", "require", "run_on_loop"]
+__all__ = ["ForwardingSubscriber", "post_to_loop", "run_on_loop"]
 
 T = TypeVar("T")
-
-
-def require(value: object, name: str) -> None:
-    """Raise ``TypeError("<name> must not be None")`` if ``value`` is ``None``."""
-    if value is None:
-        raise TypeError(f"{name} must not be None")
-
-
-def check_positive(name: str, value: object) -> int:
-    """Return ``value`` if it is a positive ``int`` (``bool`` is not one).
-
-    Raises:
-        TypeError: if ``value`` is not an ``int``.
-        ValueError: if ``value`` is not positive.
-    """
-    if not isinstance(value, int) or isinstance(value, bool):
-        raise TypeError(f"{name} must be an int, got {value!r}")
-    if value <= 0:
-        raise ValueError(f"{name} must be positive, got {value!r}")
-    return value
-
-
-def replenish_limit(prefetch: int) -> int:
-    """Return how many consumed items trigger the next ``request``.
-
-    A consumer that keeps ``prefetch`` items requested asks for more once it
-    has consumed three quarters of them (at least one), as Reactor's
-    ``limitRate`` does: large enough to batch requests, small enough that the
-    source rarely runs dry while the request travels. Unbounded demand
-    (``2**63 - 1``) is never replenished.
-    """
-    return prefetch if prefetch >= MAX_DEMAND else max(1, prefetch - (prefetch >> 2))
 
 
 def run_on_loop(loop: asyncio.AbstractEventLoop, fn: Callable[[], object]) -> None:

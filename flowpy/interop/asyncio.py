@@ -33,14 +33,12 @@ from collections.abc import AsyncGenerator, AsyncIterable, AsyncIterator, Awaita
 from typing import Generic, TypeVar
 
 from flowpy import flow
-from flowpy._demand import MAX_DEMAND, add_demand, check_request
+from flowpy._checks import require, require_positive_int
+from flowpy._demand import MAX_DEMAND, add_demand, check_request, replenish_limit
 from flowpy.flow import default_buffer_size
 from flowpy.interop._common import (
     ForwardingSubscriber,
-    check_positive,
     post_to_loop,
-    replenish_limit,
-    require,
     run_on_loop,
 )
 from flowpy.interop.futures import collect
@@ -247,7 +245,7 @@ def to_async_iterator(
         ValueError: if ``prefetch`` is not positive.
     """
     require(publisher, "publisher")
-    return PublisherAsyncIterator(publisher, check_positive("prefetch", prefetch))
+    return PublisherAsyncIterator(publisher, require_positive_int(prefetch, "prefetch"))
 
 
 async def collect_async(publisher: flow.Publisher[T]) -> list[T]:

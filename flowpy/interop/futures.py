@@ -27,8 +27,8 @@ from contextlib import suppress
 from typing import Any, Generic, TypeVar
 
 from flowpy import flow
+from flowpy._checks import require
 from flowpy._demand import MAX_DEMAND, check_request
-from flowpy.interop._common import require
 
 __all__ = ["collect", "consume", "from_future"]
 

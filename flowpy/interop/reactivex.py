@@ -32,11 +32,12 @@ from reactivex import Observable, abc
 from reactivex.disposable import Disposable
 
 from flowpy import flow
-from flowpy._demand import MAX_DEMAND, add_demand, check_request
+from flowpy._checks import require, require_positive_int
+from flowpy._demand import MAX_DEMAND, add_demand, check_request, replenish_limit
 from flowpy.errors import MissingBackpressureError
-from flowpy.executors import Executor, Task, as_execute, default_executor
+from flowpy.executors import DEFAULT, Default, Executor, Task, resolve_execute
 from flowpy.flow import default_buffer_size
-from flowpy.interop._common import ForwardingSubscriber, check_positive, replenish_limit, require
+from flowpy.interop._common import ForwardingSubscriber
 
 __all__ = ["DropHandler", "Strategy", "from_observable", "to_observable"]
 
@@ -49,7 +50,6 @@ DropHandler = Callable[[T], object]
 """``on_drop(item)``: told of each item that the ``"drop"`` or ``"latest"`` strategy discards."""
 
 _STRATEGIES: Final = get_args(Strategy)
-_DEFAULT_EXECUTOR: Final[Any] = object()  # from_observable's executor was left out
 
 # Implementation overview
 #
@@ -119,7 +119,7 @@ def to_observable(publisher: flow.Publisher[T], *, request_batch: int = 128) -> 
         ValueError: if ``request_batch`` is not positive.
     """
     require(publisher, "publisher")
-    batch = check_positive("request_batch", request_batch)
+    batch = require_positive_int(request_batch, "request_batch")
 
     def subscribe(observer: abc.ObserverBase[T], scheduler: abc.SchedulerBase | None = None) -> Disposable:
         subscriber = _ObserverSubscriber(observer, batch)
@@ -420,7 +420,7 @@ def from_observable(
     strategy: Strategy = "buffer",
     capacity: int = default_buffer_size(),
     on_drop: DropHandler[T] | None = None,
-    executor: Executor = _DEFAULT_EXECUTOR,
+    executor: Executor | Default = DEFAULT,
 ) -> flow.Publisher[T]:
     """Return a publisher that subscribes to ``observable`` once per subscriber.
 
@@ -469,7 +469,7 @@ def from_observable(
         raise TypeError(f"observable must be a reactivex.Observable, got {observable!r}")
     if strategy not in _STRATEGIES:
         raise ValueError(f"strategy must be one of {', '.join(map(repr, _STRATEGIES))}, got {strategy!r}")
-    capacity = check_positive("capacity", capacity)
+    capacity = require_positive_int(capacity, "capacity")
     if on_drop is not None:
         if not callable(on_drop):
             raise TypeError(f"on_drop must be callable or None, got {on_drop!r}")
@@ -478,5 +478,5 @@ def from_observable(
                 f"on_drop must be None with strategy={strategy!r}, which never drops items; "
                 "use strategy='drop' or 'latest'"
             )
-    execute = as_execute(default_executor() if executor is _DEFAULT_EXECUTOR else executor)
+    execute = resolve_execute(executor)
     return _ObservablePublisher(observable, strategy, capacity, on_drop, execute)

@@ -52,9 +52,10 @@ from reactivestreams.subscription import Subscription as RSocketSubscription
 
 from flowpy import flow
 from flowpy import reactivestreams as frs
+from flowpy._checks import require
 from flowpy._demand import add_demand, check_request
 from flowpy.errors import MissingBackpressureError
-from flowpy.interop._common import post_to_loop, require, run_on_loop
+from flowpy.interop._common import post_to_loop, run_on_loop
 
 __all__ = [
     "MAX_REQUEST_N",

@@ -17,8 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Generic, TypeVar
 
-from flowpy._serial import DEFAULT, Default, resolve_execute
-from flowpy.executors import Executor, Task
+from flowpy.executors import DEFAULT, Default, Executor, Task, resolve_execute
 from flowpy.flow import Publisher, Subscriber
 from flowpy.operators._base import require_positive, require_publisher, require_subscriber
 from flowpy.operators._queue import HeadSubscriber, QueueDrain

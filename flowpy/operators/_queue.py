@@ -12,19 +12,15 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any, Generic, TypeVar
 
+from flowpy._demand import replenish_limit
 from flowpy.errors import MissingBackpressureError
 from flowpy.executors import Task
 from flowpy.flow import Subscriber, Subscription
 from flowpy.operators._base import DemandDrain
 
-__all__ = ["HeadSubscriber", "QueueDrain", "QueueSubscriber", "replenish_limit"]
+__all__ = ["HeadSubscriber", "QueueDrain", "QueueSubscriber"]
 
 T = TypeVar("T")
-
-
-def replenish_limit(prefetch: int) -> int:
-    """Return how many consumed items trigger a new upstream request: 75 % of ``prefetch``."""
-    return prefetch - (prefetch >> 2)
 
 
 class QueueSubscriber(Subscriber[Any]):

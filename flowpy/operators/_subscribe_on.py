@@ -16,8 +16,8 @@ from collections import deque
 from collections.abc import Callable
 from typing import Generic, TypeVar
 
-from flowpy._serial import DEFAULT, Default, SerialDrain, resolve_execute
-from flowpy.executors import Executor, Task
+from flowpy._serial import SerialDrain
+from flowpy.executors import DEFAULT, Default, Executor, Task, resolve_execute
 from flowpy.flow import Publisher, Subscriber, Subscription
 from flowpy.operators._base import reject_subscriber, require_publisher, require_subscriber
 
