@@ -26,11 +26,12 @@ import threading
 from abc import ABC, abstractmethod
 from collections import deque
 from collections.abc import Callable, Iterator
-from concurrent.futures import Future, InvalidStateError
+from concurrent.futures import Future
 from types import TracebackType
 from typing import TypeVar
 
 from flowpy._checks import require_positive_int
+from flowpy._consumer import subscribe_future
 from flowpy._demand import MAX_DEMAND, replenish_limit
 from flowpy._serial import SerialDrain
 from flowpy._signals import call_subscription, report
@@ -456,36 +457,41 @@ class LambdaSubscriber(Subscriber[T_contra]):
 # --- collect -------------------------------------------------------------------
 
 
-def collect(publisher: Publisher[T]) -> Future[list[T]]:
-    """Subscribe to ``publisher`` and gather all its items.
+def consume(publisher: Publisher[T], fn: Callable[[T], object]) -> Future[None]:
+    """Subscribe to ``publisher`` and call ``fn(item)`` for every item, with unbounded demand.
 
     Returns:
-        A future of the list of items, set when the stream completes, or
-        failed with the stream's error. Cancelling the future cancels the
-        subscription.
+        A future of ``None``, set when the stream completes, failed with the
+        stream's error or with what ``fn`` raised (which cancels the
+        subscription). Cancelling the future cancels the subscription.
+
+    Raises:
+        TypeError: if ``publisher`` is ``None`` or ``fn`` is not callable.
+    """
+    _require(publisher, "publisher", "")
+    if not callable(fn):
+        raise TypeError(f"fn must be callable, got {fn!r}")
+    return subscribe_future(publisher, fn, _none)
+
+
+def collect(publisher: Publisher[T]) -> Future[list[T]]:
+    """Subscribe to ``publisher`` and gather all its items, with unbounded demand.
+
+    Returns:
+        A future of the list of items in delivery order, set when the stream
+        completes, or failed with the stream's error. Cancelling the future
+        cancels the subscription.
 
     Raises:
         TypeError: if ``publisher`` is ``None``.
     """
     _require(publisher, "publisher", "")
-    future: Future[list[T]] = Future()
     items: list[T] = []
+    return subscribe_future(publisher, items.append, lambda: items)
 
-    def settle(outcome: Callable[[], None]) -> None:
-        try:
-            outcome()
-        except InvalidStateError:  # the future was cancelled meanwhile
-            return
 
-    subscriber: LambdaSubscriber[T] = LambdaSubscriber(
-        items.append,
-        lambda error: settle(lambda: future.set_exception(error)),
-        lambda: settle(lambda: future.set_result(items)),
-        prefetch=MAX_DEMAND,
-    )
-    future.add_done_callback(lambda f: subscriber.cancel() if f.cancelled() else None)
-    publisher.subscribe(subscriber)
-    return future
+def _none() -> None:
+    return None
 
 
 # --- iterate -------------------------------------------------------------------

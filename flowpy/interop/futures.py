@@ -21,14 +21,12 @@ Backpressure: :func:`consume` and :func:`collect` request without bound, as
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
-from concurrent.futures import Future, InvalidStateError
-from contextlib import suppress
+from concurrent.futures import Future
 from typing import Any, Generic, TypeVar
 
 from flowpy import flow
-from flowpy._checks import require
-from flowpy._demand import MAX_DEMAND, check_request
+from flowpy._demand import check_request
+from flowpy.subscribers import collect, consume
 
 __all__ = ["collect", "consume", "from_future"]
 
@@ -150,106 +148,3 @@ def from_future(future: Future[T]) -> flow.Publisher[T]:
     if not isinstance(future, Future):
         raise TypeError(f"future must be a concurrent.futures.Future, got {future!r}")
     return _FuturePublisher(future)
-
-
-# --- consume / collect -----------------------------------------------------------
-
-
-class _ConsumerSubscriber(flow.Subscriber[T], Generic[T, R]):
-    """Calls ``fn`` for each item and settles ``future`` when the stream ends.
-
-    Cancelling the future cancels the subscription (rule 2.6); ``fn`` raising
-    cancels it and fails the future.
-    """
-
-    __slots__ = ("_fn", "_future", "_result", "_subscription")
-
-    def __init__(self, fn: Callable[[T], object], future: Future[R], result: R) -> None:
-        self._fn = fn
-        self._future = future
-        self._result = result  # the future's value on on_complete
-        self._subscription: flow.Subscription | None = None  # written once, by on_subscribe
-        future.add_done_callback(self._on_future_done)
-
-    def _on_future_done(self, future: Future[R]) -> None:
-        subscription = self._subscription
-        if future.cancelled() and subscription is not None:
-            subscription.cancel()
-
-    def on_subscribe(self, subscription: flow.Subscription) -> None:
-        if subscription is None:
-            raise TypeError("subscription must not be None (rule 2.13)")
-        if self._subscription is not None or self._future.done():
-            subscription.cancel()  # rule 2.5, or the future was cancelled first
-            return
-        self._subscription = subscription
-        subscription.request(MAX_DEMAND)
-        if self._future.cancelled():  # cancelled while we were subscribing
-            subscription.cancel()
-
-    def on_next(self, item: T) -> None:
-        if item is None:
-            raise TypeError("item must not be None (rule 2.13)")
-        if self._future.done():
-            return  # cancelled; items still in flight are ignored (rule 2.8)
-        try:
-            self._fn(item)
-        except BaseException as exc:
-            subscription = self._subscription
-            if subscription is not None:
-                subscription.cancel()
-            with suppress(InvalidStateError):  # cancelled meanwhile
-                self._future.set_exception(exc)
-
-    def on_error(self, error: BaseException) -> None:
-        if error is None:
-            raise TypeError("error must not be None (rule 2.13)")
-        with suppress(InvalidStateError):  # cancelled, or failed by fn
-            self._future.set_exception(error)
-
-    def on_complete(self) -> None:
-        with suppress(InvalidStateError):  # cancelled, or failed by fn
-            self._future.set_result(self._result)
-
-
-def consume(publisher: flow.Publisher[T], fn: Callable[[T], object]) -> Future[None]:
-    """Subscribe to ``publisher``, call ``fn(item)`` for every item, and return a future.
-
-    The future settles with ``None`` on ``on_complete``, and with the
-    exception of ``on_error`` or of ``fn``; when ``fn`` raises, the
-    subscription is cancelled. ``future.cancel()`` cancels the subscription:
-    the future stays pending until the stream ends, so it always can.
-
-    Args:
-        publisher: any Flow publisher.
-        fn: called with each item, on the thread that delivers it.
-
-    Returns:
-        A :class:`concurrent.futures.Future` of ``None``.
-
-    Raises:
-        TypeError: if ``publisher`` is ``None`` or ``fn`` is not callable.
-    """
-    require(publisher, "publisher")
-    if not callable(fn):
-        raise TypeError(f"fn must be callable, got {fn!r}")
-    future: Future[None] = Future()
-    publisher.subscribe(_ConsumerSubscriber(fn, future, None))
-    return future
-
-
-def collect(publisher: flow.Publisher[T]) -> Future[list[T]]:
-    """Subscribe to ``publisher`` and return a future of the list of its items.
-
-    The list is in the order of delivery. It settles on ``on_complete``; on
-    ``on_error`` it fails with that exception and the items are discarded.
-    ``future.cancel()`` cancels the subscription.
-
-    Raises:
-        TypeError: if ``publisher`` is ``None``.
-    """
-    require(publisher, "publisher")
-    items: list[T] = []
-    future: Future[list[T]] = Future()
-    publisher.subscribe(_ConsumerSubscriber(items.append, future, items))
-    return future

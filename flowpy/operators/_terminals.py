@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from concurrent.futures import Future, InvalidStateError
+from concurrent.futures import Future
 from typing import TypeVar
 
-from flowpy._demand import MAX_DEMAND
+from flowpy._consumer import subscribe_future
 from flowpy.flow import Publisher
 from flowpy.operators._base import require_callable, require_publisher
 from flowpy.subscribers import BlockingIterator, LambdaSubscriber, collect, iterate
@@ -40,28 +40,13 @@ def reduce(source: Publisher[T], fn: Callable[[R, T], R], initial: R) -> Future[
     """
     require_publisher(source, "source")
     require_callable(fn, "fn")
-    future: Future[R] = Future()
     accumulator = initial
 
     def on_next(item: T) -> None:
         nonlocal accumulator
         accumulator = fn(accumulator, item)
 
-    def settle(outcome: Callable[[], None]) -> None:
-        try:
-            outcome()
-        except InvalidStateError:  # the future was cancelled meanwhile
-            return
-
-    subscriber: LambdaSubscriber[T] = LambdaSubscriber(
-        on_next,
-        lambda error: settle(lambda: future.set_exception(error)),
-        lambda: settle(lambda: future.set_result(accumulator)),
-        prefetch=MAX_DEMAND,
-    )
-    future.add_done_callback(lambda f: subscriber.cancel() if f.cancelled() else None)
-    source.subscribe(subscriber)
-    return future
+    return subscribe_future(source, on_next, lambda: accumulator)
 
 
 def blocking_iter(source: Publisher[T], prefetch: int = 256, *, timeout: float | None = None) -> BlockingIterator[T]:
