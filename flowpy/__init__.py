@@ -1,8 +1,11 @@
 """flowpy: ``java.util.concurrent.Flow`` for Python.
 
 The Flow and Reactive Streams interfaces, :class:`FlowAdapters` between them,
-and :class:`SubmissionPublisher`, a publisher with a bounded buffer per
-subscriber that delivers on an executor.
+:class:`SubmissionPublisher` (a bounded buffer per subscriber, delivered on an
+executor), sources, subscribers and processors, and the fluent
+:class:`Flowable` over the backpressure-aware operators of
+:mod:`flowpy.operators`. The TCK (:mod:`flowpy.tck`), the interop adapters
+(:mod:`flowpy.interop`) and Spark (:mod:`flowpy.spark`) are imported on their own.
 """
 
 from flowpy.adapters import (
@@ -17,21 +20,37 @@ from flowpy.adapters import (
 from flowpy.errors import ClosedPublisherError, DuplicateSubscriptionError, MissingBackpressureError
 from flowpy.executors import default_executor, direct_executor
 from flowpy.flow import Processor, Publisher, Subscriber, Subscription, default_buffer_size
+from flowpy.flowable import ConnectableFlowable, Flowable
+from flowpy.processors import MulticastProcessor, TransformProcessor
+from flowpy.sources import IterablePublisher, RangePublisher
 from flowpy.submission import SubmissionPublisher
+from flowpy.subscribers import AsyncSubscriber, LambdaSubscriber, SyncSubscriber, collect, consume, iterate
 
 __all__ = [
+    "AsyncSubscriber",
     "ClosedPublisherError",
+    "ConnectableFlowable",
     "DuplicateSubscriptionError",
     "FlowAdapters",
+    "Flowable",
+    "IterablePublisher",
+    "LambdaSubscriber",
     "MissingBackpressureError",
+    "MulticastProcessor",
     "Processor",
     "Publisher",
+    "RangePublisher",
     "SubmissionPublisher",
     "Subscriber",
     "Subscription",
+    "SyncSubscriber",
+    "TransformProcessor",
+    "collect",
+    "consume",
     "default_buffer_size",
     "default_executor",
     "direct_executor",
+    "iterate",
     "to_flow_processor",
     "to_flow_publisher",
     "to_flow_subscriber",

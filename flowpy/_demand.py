@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-__all__ = ["MAX_DEMAND", "add_demand", "check_request"]
+__all__ = ["MAX_DEMAND", "add_demand", "check_request", "replenish_limit"]
 
 MAX_DEMAND = 2**63 - 1
 """``Long.MAX_VALUE``: demand at or above it is unbounded (rule 3.17)."""
@@ -25,3 +25,15 @@ def check_request(n: object) -> BaseException | None:
             return None
         return ValueError(f"non-positive subscription request: n must be > 0 (rule 3.9), got {n!r}")
     return TypeError(f"subscription request must be an int (rule 3.9), got {n!r}")
+
+
+def replenish_limit(prefetch: int) -> int:
+    """Return how many consumed items trigger the next ``request`` of a prefetch window.
+
+    A consumer that keeps ``prefetch`` items requested asks for more once it
+    has consumed three quarters of them (at least one), as Reactor's
+    ``limitRate`` does: large enough to batch requests, small enough that the
+    source rarely runs dry while the request travels. Unbounded demand
+    (:data:`MAX_DEMAND`) is never replenished.
+    """
+    return prefetch if prefetch >= MAX_DEMAND else max(1, prefetch - (prefetch >> 2))

@@ -16,6 +16,7 @@ daemon threads, so it never keeps the interpreter alive at exit.
 
 from __future__ import annotations
 
+import enum
 import os
 import queue
 import threading
@@ -25,7 +26,9 @@ from concurrent.futures import Future
 from typing import Any, Protocol, TypeVar, Union, runtime_checkable
 
 __all__ = [
+    "DEFAULT",
     "DaemonThreadPool",
+    "Default",
     "DirectExecutor",
     "Executor",
     "SupportsExecute",
@@ -33,6 +36,7 @@ __all__ = [
     "as_execute",
     "default_executor",
     "direct_executor",
+    "resolve_execute",
 ]
 
 R = TypeVar("R")
@@ -228,3 +232,25 @@ def default_executor() -> DaemonThreadPool:
             if pool is None:
                 pool = _default = DaemonThreadPool(thread_name_prefix="flowpy-default")
     return pool
+
+
+class Default(enum.Enum):
+    """The type of :data:`DEFAULT`, the "no executor given" marker."""
+
+    EXECUTOR = "default executor"
+
+
+DEFAULT = Default.EXECUTOR
+"""Default value of ``executor`` parameters: use :func:`flowpy.default_executor`.
+
+``None`` is not accepted in its place (``TypeError``), as in the JDK.
+"""
+
+
+def resolve_execute(executor: Executor | Default, *, name: str = "executor") -> Callable[..., object]:
+    """Return the ``execute(fn)`` callable of ``executor`` (the shared pool for :data:`DEFAULT`).
+
+    Raises:
+        TypeError: if ``executor`` is ``None`` or not an executor.
+    """
+    return as_execute(default_executor() if executor is DEFAULT else executor, name=name)

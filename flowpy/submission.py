@@ -30,15 +30,16 @@ from __future__ import annotations
 import threading
 import warnings
 from collections.abc import Callable
-from concurrent.futures import Future, InvalidStateError
+from concurrent.futures import Future
 from time import monotonic as _monotonic
 from types import TracebackType
 from typing import Final, Generic, TypeVar
 
 from flowpy._buffered import BufferedSubscription, Handler
+from flowpy._consumer import subscribe_future
 from flowpy.errors import ClosedPublisherError, DuplicateSubscriptionError
-from flowpy.executors import Executor, as_execute, default_executor
-from flowpy.flow import Publisher, Subscriber, Subscription, default_buffer_size
+from flowpy.executors import DEFAULT, Default, Executor, default_executor, resolve_execute
+from flowpy.flow import Publisher, Subscriber, default_buffer_size
 
 __all__ = ["BUFFER_CAPACITY_LIMIT", "DropHandler", "SubmissionPublisher"]
 
@@ -62,9 +63,6 @@ DropHandler = Callable[[Subscriber[T], T], bool]
 # their turn on self._turn, so the order is kept; close(), subscribe() and the
 # queries can take the lock meanwhile, which is how close() returns at once
 # and wakes the blocked producer.
-
-_DEFAULT: Final = object()
-
 
 def _round_capacity(capacity: int) -> int:
     """Round up to a power of two, at least 1 and at most BUFFER_CAPACITY_LIMIT."""
@@ -95,20 +93,18 @@ class SubmissionPublisher(Publisher[T], Generic[T]):
 
     def __init__(
         self,
-        executor: Executor = _DEFAULT,  # type: ignore[assignment]
+        executor: Executor | Default = DEFAULT,
         max_buffer_capacity: int = default_buffer_size(),
         handler: Handler[T] | None = None,
     ) -> None:
-        if executor is _DEFAULT:
-            executor = default_executor()
-        self._execute = as_execute(executor)
+        self._execute = resolve_execute(executor)
         if not isinstance(max_buffer_capacity, int) or isinstance(max_buffer_capacity, bool):
             raise TypeError(f"max_buffer_capacity must be an int, got {max_buffer_capacity!r}")
         if max_buffer_capacity <= 0:
             raise ValueError(f"max_buffer_capacity must be positive, got {max_buffer_capacity!r}")
         if handler is not None and not callable(handler):
             raise TypeError(f"handler must be callable or None, got {handler!r}")
-        self._executor = executor
+        self._executor: Executor = default_executor() if executor is DEFAULT else executor
         self._capacity = _round_capacity(max_buffer_capacity)
         self._handler = handler
 
@@ -445,9 +441,7 @@ class SubmissionPublisher(Publisher[T], Generic[T]):
         """
         if fn is None:
             raise TypeError("fn must not be None")
-        future: Future[None] = Future()
-        self.subscribe(_ConsumerSubscriber(fn, future))
-        return future
+        return subscribe_future(self, fn, _none)
 
     def __repr__(self) -> str:
         state = "closed" if self._closed else f"subscribers={len(self._subscriptions)}"
@@ -463,45 +457,5 @@ class SubmissionPublisher(Publisher[T], Generic[T]):
             )
 
 
-class _ConsumerSubscriber(Subscriber[T]):
-    """The subscriber behind :meth:`SubmissionPublisher.consume`."""
-
-    __slots__ = ("_fn", "_future", "_subscription")
-
-    def __init__(self, fn: Callable[[T], object], future: Future[None]) -> None:
-        self._fn = fn
-        self._future = future
-        self._subscription: Subscription | None = None
-
-    def on_subscribe(self, subscription: Subscription) -> None:
-        if subscription is None:
-            raise TypeError("subscription must not be None (rule 2.13)")
-        self._subscription = subscription
-        self._future.add_done_callback(lambda _: subscription.cancel())
-        if not self._future.done():
-            subscription.request(2**63 - 1)
-
-    def on_next(self, item: T) -> None:
-        try:
-            self._fn(item)
-        except Exception as exc:
-            subscription = self._subscription
-            if subscription is not None:
-                subscription.cancel()
-            self._settle(exc)
-
-    def on_error(self, error: BaseException) -> None:
-        self._settle(error)
-
-    def on_complete(self) -> None:
-        self._settle(None)
-
-    def _settle(self, error: BaseException | None) -> None:
-        future = self._future
-        try:
-            if error is None:
-                future.set_result(None)
-            else:
-                future.set_exception(error)
-        except InvalidStateError:  # already cancelled or settled
-            pass
+def _none() -> None:
+    return None

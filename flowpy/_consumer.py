@@ -1,0 +1,94 @@
+"""A subscriber that feeds every item to a function and settles a future when the stream ends.
+
+It serves ``SubmissionPublisher.consume``, :func:`flowpy.subscribers.consume`,
+:func:`flowpy.subscribers.collect` and the ``reduce`` terminal operator.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from concurrent.futures import Future, InvalidStateError
+from contextlib import suppress
+from typing import Generic, TypeVar
+
+from flowpy._demand import MAX_DEMAND
+from flowpy.flow import Publisher, Subscriber, Subscription
+
+__all__ = ["FutureSubscriber", "subscribe_future"]
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+
+class FutureSubscriber(Subscriber[T], Generic[T, R]):
+    """Calls ``fn`` for each item, with unbounded demand, and settles ``future`` at the end.
+
+    On ``on_complete`` the future gets ``result()``; on ``on_error`` that
+    error. ``fn`` raising cancels the subscription and fails the future.
+    Cancelling the future cancels the subscription (rule 2.6): the future
+    stays pending until the stream ends, so ``cancel()`` always works.
+    """
+
+    __slots__ = ("_fn", "_future", "_result", "_subscription")
+
+    def __init__(self, fn: Callable[[T], object], future: Future[R], result: Callable[[], R]) -> None:
+        self._fn = fn
+        self._future = future
+        self._result = result
+        self._subscription: Subscription | None = None  # written once, by on_subscribe
+        future.add_done_callback(self._on_future_done)
+
+    def _on_future_done(self, future: Future[R]) -> None:
+        subscription = self._subscription
+        if future.cancelled() and subscription is not None:
+            subscription.cancel()
+
+    def on_subscribe(self, subscription: Subscription) -> None:
+        if subscription is None:
+            raise TypeError("subscription must not be None (rule 2.13)")
+        if self._subscription is not None or self._future.done():
+            subscription.cancel()  # rule 2.5, or the future was cancelled first
+            return
+        self._subscription = subscription
+        subscription.request(MAX_DEMAND)
+        if self._future.cancelled():  # cancelled while subscribing
+            subscription.cancel()
+
+    def on_next(self, item: T) -> None:
+        if item is None:
+            raise TypeError("item must not be None (rule 2.13)")
+        if self._future.done():
+            return  # cancelled or failed; items still in flight are ignored (rule 2.8)
+        try:
+            self._fn(item)
+        except Exception as exc:
+            subscription = self._subscription
+            if subscription is not None:
+                subscription.cancel()
+            with suppress(InvalidStateError):  # cancelled meanwhile
+                self._future.set_exception(exc)
+
+    def on_error(self, error: BaseException) -> None:
+        if error is None:
+            raise TypeError("error must not be None (rule 2.13)")
+        with suppress(InvalidStateError):  # cancelled, or failed by fn
+            self._future.set_exception(error)
+
+    def on_complete(self) -> None:
+        if self._future.done():
+            return
+        try:
+            result = self._result()
+        except Exception as exc:
+            with suppress(InvalidStateError):
+                self._future.set_exception(exc)
+            return
+        with suppress(InvalidStateError):  # cancelled meanwhile
+            self._future.set_result(result)
+
+
+def subscribe_future(publisher: Publisher[T], fn: Callable[[T], object], result: Callable[[], R]) -> Future[R]:
+    """Subscribe a :class:`FutureSubscriber` to ``publisher`` and return its future."""
+    future: Future[R] = Future()
+    publisher.subscribe(FutureSubscriber(fn, future, result))
+    return future

@@ -1,0 +1,116 @@
+"""Serial execution on an executor: one drain at a time, no lost wake-ups.
+
+Publishers and subscribers that hand their work to an executor must still
+signal serially (rules 1.3, 2.7, 2.11). :class:`SerialDrain` is the small
+state machine they share: ``signal()`` says "there is work", and a drain
+function runs on the executor, never twice at once, and once more whenever a
+signal arrived while it was running.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+
+__all__ = ["SerialDrain"]
+
+
+class SerialDrain:
+    """Runs ``drain`` on an executor, one run at a time, never missing a signal.
+
+    ``drain(first)`` is called with ``first=True`` at the start of each task
+    and ``False`` for the further passes of the same task. It returns ``True``
+    to yield the thread with work left: the task then re-submits itself
+    instead of looping (fairness towards other tasks of the executor).
+
+    With a synchronous executor (say ``direct_executor``) a re-submitted task
+    would run inside the call that submits it; the running task notices and
+    carries on itself, so the stack does not grow with each batch.
+
+    If the executor refuses a task, ``on_reject(exc)`` runs on the thread
+    that signalled, in place of the drain, and no drain ever runs again: the
+    owner must end what it serves.
+
+    Drain functions and ``on_reject`` never overlap, and everything a
+    signalling thread did before ``signal()`` happens-before the drain pass
+    that sees it (rules 1.3, 2.11).
+    """
+
+    __slots__ = ("_drain", "_execute", "_lock", "_on_reject", "_rerun", "_wip")
+
+    def __init__(
+        self,
+        execute: Callable[..., object],
+        drain: Callable[[bool], bool],
+        on_reject: Callable[[BaseException], None],
+    ) -> None:
+        self._execute = execute
+        self._drain = drain
+        self._on_reject = on_reject
+        self._lock = threading.Lock()
+        # --- Guarded by self._lock ---------------------------------------
+        # Signals not yet covered by a drain pass. Nonzero exactly while a
+        # task is queued or running (or forever after a rejection).
+        self._wip = 0
+        # --- Touched only by the thread running the task ----------------
+        self._rerun = False  # a re-submitted task was run inline by the executor
+
+    def signal(self) -> None:
+        """Record that there is work; start a task if none is queued or running."""
+        with self._lock:
+            self._wip += 1
+            if self._wip != 1:
+                return
+        self._submit()
+
+    def _submit(self) -> None:
+        # Caller owns the drain (it raised _wip from 0, or it is the task).
+        try:
+            self._execute(self._run)
+        except BaseException as exc:  # the executor refused: the owner ends the stream
+            self._on_reject(exc)
+
+    def _run(self) -> None:
+        running = _running_here()
+        if self in running:
+            # A synchronous executor ran the re-submitted task inside
+            # _submit(): let the outer run go on instead of nesting deeper.
+            self._rerun = True
+            return
+        running.add(self)
+        try:
+            self._loop()
+        finally:
+            running.discard(self)
+
+    def _loop(self) -> None:
+        missed = 1
+        first = True
+        while True:
+            if self._drain(first):
+                with self._lock:
+                    self._wip = 1
+                self._rerun = False
+                self._submit()
+                if not self._rerun:
+                    return  # the task is on the executor now
+                missed = 1  # it ran inline: this is the new task
+                first = True
+                continue
+            first = False
+            with self._lock:
+                self._wip -= missed
+                missed = self._wip
+                if missed == 0:
+                    return
+
+
+_local = threading.local()
+
+
+def _running_here() -> set[SerialDrain]:
+    """The drains whose task runs on this thread (more than one when tasks nest)."""
+    running: set[SerialDrain] | None = getattr(_local, "running", None)
+    if running is None:
+        running = _local.running = set()
+    return running

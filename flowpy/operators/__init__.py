@@ -1,0 +1,60 @@
+"""Backpressure-aware operators on flowpy publishers.
+
+Each function takes publisher(s) and returns a new :class:`~flowpy.flow.Publisher`
+that applies the operation to every subscription, with the demand of its
+subscriber translated upstream as its docstring says (see
+``docs/operators.md`` for the marble diagrams and the demand contract of
+each). :class:`flowpy.flowable.Flowable` offers the same operations as
+chained methods.
+
+Fusion: ``map``, ``filter``, ``take``, ``skip``, ``take_while`` and ``scan``
+applied to one another run as one stage, on the thread that delivers the
+upstream's signals, with no queue between them. ``observe_on``,
+``subscribe_on``, ``merge``, ``concat``, ``zip``, ``flat_map``, ``buffer`` and
+the backpressure operators are stages of their own.
+"""
+
+from flowpy.operators._backpressure import (
+    OverflowPolicy,
+    on_backpressure_buffer,
+    on_backpressure_drop,
+    on_backpressure_latest,
+)
+from flowpy.operators._buffer import buffer
+from flowpy.operators._filter import filter_ as filter
+from flowpy.operators._map import map_ as map
+from flowpy.operators._map import scan
+from flowpy.operators._merge import concat, flat_map, merge
+from flowpy.operators._observe_on import observe_on
+from flowpy.operators._share import ConnectablePublisher, publish, share
+from flowpy.operators._subscribe_on import subscribe_on
+from flowpy.operators._take import skip, take, take_while
+from flowpy.operators._terminals import blocking_iter, reduce, subscribe, to_list
+from flowpy.operators._zip import zip_ as zip
+
+__all__ = [
+    "ConnectablePublisher",
+    "OverflowPolicy",
+    "blocking_iter",
+    "buffer",
+    "concat",
+    "filter",
+    "flat_map",
+    "map",
+    "merge",
+    "observe_on",
+    "on_backpressure_buffer",
+    "on_backpressure_drop",
+    "on_backpressure_latest",
+    "publish",
+    "reduce",
+    "scan",
+    "share",
+    "skip",
+    "subscribe",
+    "subscribe_on",
+    "take",
+    "take_while",
+    "to_list",
+    "zip",
+]

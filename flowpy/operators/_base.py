@@ -1,0 +1,306 @@
+"""Machinery shared by the operators: argument checks and the demand drain.
+
+Every operator with a queue (``observe_on``, ``merge``, ``zip``, the
+backpressure operators) delivers to its subscriber from a *drain loop* that
+at most one thread runs at a time: :class:`DemandDrain`.
+"""
+
+from __future__ import annotations
+
+import threading
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from typing import Any
+
+from flowpy._demand import MAX_DEMAND, add_demand, check_request
+from flowpy._serial import SerialDrain
+from flowpy._signals import report
+from flowpy.executors import Task, direct_executor
+from flowpy.flow import Subscriber, Subscription
+
+__all__ = [
+    "CancelledSubscription",
+    "DemandDrain",
+    "Relay",
+    "reject_subscriber",
+    "require_callable",
+    "require_non_negative",
+    "require_positive",
+    "require_publisher",
+    "require_subscriber",
+]
+
+
+def require_subscriber(subscriber: object) -> None:
+    """Raise ``TypeError`` if ``subscriber`` is ``None`` (rule 1.9)."""
+    if subscriber is None:
+        raise TypeError("subscriber must not be None (rule 1.9)")
+
+
+def require_publisher(publisher: object, name: str = "publisher") -> None:
+    """Raise ``TypeError`` unless ``publisher`` has a ``subscribe`` method."""
+    if not callable(getattr(publisher, "subscribe", None)):
+        raise TypeError(f"{name} must be a Publisher, got {publisher!r}")
+
+
+def require_callable(fn: object, name: str) -> None:
+    """Raise ``TypeError`` unless ``fn`` is callable."""
+    if not callable(fn):
+        raise TypeError(f"{name} must be callable, got {fn!r}")
+
+
+def _require_int(value: object, name: str) -> None:
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise TypeError(f"{name} must be an int, got {value!r}")
+
+
+def require_positive(value: object, name: str) -> None:
+    """Raise unless ``value`` is an ``int`` greater than zero.
+
+    Raises:
+        TypeError: if ``value`` is not an ``int`` (``bool`` is not one here).
+        ValueError: if ``value <= 0``.
+    """
+    _require_int(value, name)
+    if value <= 0:  # type: ignore[operator]
+        raise ValueError(f"{name} must be positive, got {value!r}")
+
+
+def require_non_negative(value: object, name: str) -> None:
+    """Raise unless ``value`` is an ``int`` of at least zero.
+
+    Raises:
+        TypeError: if ``value`` is not an ``int`` (``bool`` is not one here).
+        ValueError: if ``value < 0``.
+    """
+    _require_int(value, name)
+    if value < 0:  # type: ignore[operator]
+        raise ValueError(f"{name} must be non-negative, got {value!r}")
+
+
+class CancelledSubscription(Subscription):
+    """A subscription that is over before it starts: both methods do nothing."""
+
+    __slots__ = ()
+
+    def request(self, n: int) -> None:
+        """Do nothing (rule 3.6)."""
+
+    def cancel(self) -> None:
+        """Do nothing (rule 3.7)."""
+
+
+def reject_subscriber(subscriber: Subscriber[Any], error: BaseException) -> None:
+    """Refuse ``subscriber``: ``on_subscribe`` with a dead subscription, then ``on_error`` (rule 1.9)."""
+    subscriber.on_subscribe(CancelledSubscription())
+    subscriber.on_error(error)
+
+
+class DemandDrain(Subscription, ABC):
+    """The downstream's subscription of an operator that delivers from a drain loop.
+
+    It keeps the downstream's demand, its cancellation and the first failure;
+    the subclass's :meth:`_drain` delivers within ``_requested``, reports what
+    it delivered with :meth:`_produced`, and acts on ``cancelled`` and
+    ``_failure`` (signalled at once, ahead of queued items). :meth:`_signal`
+    is called after every change that may let it deliver more; the loop
+    (:class:`flowpy._serial.SerialDrain`) then runs :meth:`_drain` on one
+    thread at a time, once more for every signal that came while it ran, so
+    subscriber methods are always called serially (rule 1.3).
+
+    The loop runs inline on the signalling thread, or on ``execute`` when
+    one is given. Nothing is delivered before :meth:`_release`, which the
+    subclass calls when the downstream's ``on_subscribe`` has returned.
+
+    An upstream that queues an item need not signal while :attr:`draining`
+    is set: the pass clears the flag and then looks again
+    (:meth:`_has_work`), so an item queued meanwhile is still delivered.
+    Each side writes first and reads the other side's write second (the
+    queue, the flag), so at least one of them sees the other; this keeps
+    a lock off the per-item path while a drain is running.
+    """
+
+    __slots__ = (
+        "_broken",
+        "_failure",
+        "_lock",
+        "_ready",
+        "_requested",
+        "_serial",
+        "_signal",
+        "cancelled",
+        "draining",
+    )
+
+    def __init__(self, execute: Callable[[Task], object] | None = None) -> None:
+        self._serial = SerialDrain(direct_executor.execute if execute is None else execute, self._pass, self._rejected)
+        self._signal: Callable[[], None] = self._serial.signal
+        self._ready = False  # set by _release(); no pass delivers before
+        self._broken = False  # a subscriber method raised in a pass; no pass runs after
+        self.draining = False  # a pass is under way and will look at the queues again
+        self.cancelled = False  # set by cancel() or a terminal signal; never cleared
+        # --- Guarded by self._lock -----------------------------------------
+        self._lock = threading.Lock()
+        self._requested = 0  # unfilled downstream demand; MAX_DEMAND is unbounded
+        self._failure: BaseException | None = None  # the first failure; never replaced
+
+    def fail(self, error: BaseException) -> None:
+        """Record ``error`` unless a failure is already recorded, and let the drain signal it."""
+        with self._lock:
+            if self._failure is None:
+                self._failure = error
+        self._signal()
+
+    def request(self, n: int) -> None:
+        """Add ``n`` to the demand and let the drain deliver (rules 3.8, 3.17).
+
+        ``n <= 0`` fails the stream with ``ValueError`` (rule 3.9), a non-int
+        ``n`` with ``TypeError``; the call itself returns normally (rule 3.16).
+        """
+        error = check_request(n)
+        if error is not None:
+            self.fail(error)
+            return
+        with self._lock:
+            self._requested = add_demand(self._requested, n)
+        self._signal()
+
+    def cancel(self) -> None:
+        """Stop delivering and let the drain release what it holds; idempotent (rules 3.5, 3.7)."""
+        if not self.cancelled:
+            self.cancelled = True
+            self._signal()
+
+    def _release(self) -> None:
+        """Allow delivery (the downstream's ``on_subscribe`` has returned) and run a pass."""
+        self._ready = True
+        self._signal()
+
+    def _pass(self, first: bool) -> bool:
+        if not self._ready or self._broken:
+            return False
+        try:
+            while True:
+                self.draining = True
+                self._drain()
+                self.draining = False
+                if self.cancelled or self._failure is not None or not self._has_work():
+                    return False
+        except Exception as error:  # a subscriber method broke rule 2.13: the stream ends here
+            self.draining = False
+            self._broken = True
+            self.cancelled = True
+            self._cancel_upstream()
+            report(error, f"a subscriber method raised inside {type(self).__name__}'s drain (rule 2.13)")
+        return False
+
+    @abstractmethod
+    def _has_work(self) -> bool:
+        """Whether a pass could deliver now (items queued and demand open); read after a pass."""
+
+    @abstractmethod
+    def _drain(self) -> None:
+        """Deliver what can be delivered now; runs on one thread at a time."""
+
+    @abstractmethod
+    def _cancel_upstream(self) -> None:
+        """Cancel every upstream subscription and drop what is queued."""
+
+    @abstractmethod
+    def _signal_downstream_error(self, error: BaseException) -> None:
+        """Signal ``error`` to the downstream unless it already had its terminal signal."""
+
+    def _rejected(self, error: BaseException) -> None:
+        # The executor refused the drain task: this thread owns the loop for
+        # good, so no pass runs again. The downstream is told, unless it has
+        # cancelled or had its terminal signal (rule 1.8).
+        ended = self.cancelled
+        self.cancelled = True
+        self._cancel_upstream()
+        if not ended:
+            self._signal_downstream_error(error)
+
+    def _produced(self, emitted: int, requested: int) -> None:
+        """Subtract ``emitted`` from the demand, which was ``requested`` when the pass began."""
+        if emitted and requested != MAX_DEMAND:
+            with self._lock:
+                self._requested -= emitted
+
+
+class Relay(Subscriber[Any], Subscription):
+    """A stage that signals its subscriber on the upstream's thread, and is that subscriber's subscription.
+
+    It keeps the first upstream subscription and cancels any later one
+    (rule 2.5), passes one terminal signal on, and sends ``cancel`` upstream.
+    Subclasses implement ``on_next`` and ``request``, and end the stream
+    themselves with :meth:`_end` before they signal.
+    """
+
+    __slots__ = ("_downstream", "done", "upstream")
+
+    def __init__(self, downstream: Subscriber[Any]) -> None:
+        self._downstream = downstream
+        # Set once by on_subscribe, before the downstream can call request().
+        self.upstream: Subscription | None = None
+        # Set when the stream has ended here (terminal passed on, cancelled,
+        # failed); signals still in flight from upstream are ignored (rule 2.8).
+        self.done = False
+
+    def on_subscribe(self, subscription: Subscription) -> None:
+        """Keep ``subscription`` and hand this stage to the downstream as its subscription.
+
+        Raises:
+            TypeError: if ``subscription`` is ``None`` (rule 2.13).
+        """
+        if subscription is None:
+            raise TypeError("subscription must not be None (rule 2.13)")
+        if self.upstream is not None:
+            subscription.cancel()  # rule 2.5
+            return
+        self.upstream = subscription
+        self._downstream.on_subscribe(self)
+
+    def on_error(self, error: BaseException) -> None:
+        """Pass the upstream's failure on, unless the stream has already ended here.
+
+        Raises:
+            TypeError: if ``error`` is ``None`` (rule 2.13).
+        """
+        if error is None:
+            raise TypeError("on_error error must not be None (rule 2.13)")
+        if self._end():
+            self._downstream.on_error(error)
+
+    def on_complete(self) -> None:
+        """Pass the upstream's completion on, unless the stream has already ended here."""
+        if self._end():
+            self._downstream.on_complete()
+
+    def cancel(self) -> None:
+        """Stop and cancel upstream; idempotent (rules 3.5, 3.7)."""
+        if self._end():
+            upstream = self.upstream
+            if upstream is not None:
+                upstream.cancel()
+
+    def _end(self) -> bool:
+        """Mark the stream ended here; return whether this call ended it."""
+        if self.done:
+            return False
+        self.done = True
+        return True
+
+    def _upstream_for(self, n: int) -> Subscription | None:
+        """Return the upstream if ``request(n)`` is to be acted on here, else ``None``.
+
+        An invalid ``n`` is passed up unchanged, so that the upstream signals
+        the rule 3.9 error in order with its other signals; after the end of
+        the stream a request does nothing (rule 3.6).
+        """
+        upstream = self.upstream
+        if self.done or upstream is None:
+            return None
+        if check_request(n) is not None:
+            upstream.request(n)
+            return None
+        return upstream

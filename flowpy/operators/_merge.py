@@ -1,0 +1,353 @@
+"""``flat_map``, ``merge`` and ``concat``: many inner publishers, one output.
+
+Each inner publisher gets its own bounded queue of ``prefetch`` items and
+exerts its own backpressure upstream; the subscriber's demand is served from
+those queues round-robin, one item per inner per round, so a slow inner never
+blocks a fast one and a fast one never floods the others. The number of
+inners subscribed at once is bounded by ``max_concurrency`` (the vertical
+growth is bounded by ``prefetch``).
+
+``merge(*publishers)`` subscribes to all of them at once; ``concat`` is the
+same machinery with ``max_concurrency=1``, so it subscribes to the next
+publisher only when the previous one has completed and been drained.
+
+Threading:  items go downstream from a drain loop that runs on whichever
+            thread made progress possible (an inner's ``on_next``, a
+            ``request``), one thread at a time (rule 1.3); ``request`` and
+            ``cancel`` may come from any thread.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any, Generic, TypeVar
+
+from flowpy._demand import MAX_DEMAND
+from flowpy.flow import Publisher, Subscriber, Subscription
+from flowpy.operators._base import (
+    DemandDrain,
+    require_callable,
+    require_positive,
+    require_publisher,
+    require_subscriber,
+)
+from flowpy.operators._queue import QueueSubscriber
+
+__all__ = ["concat", "flat_map", "merge"]
+
+T = TypeVar("T")
+R = TypeVar("R")
+T_co = TypeVar("T_co", covariant=True)
+
+
+# Implementation overview
+#
+# _Coordinator is the downstream's subscription and owns the drain loop
+# (DemandDrain). Inners (QueueSubscriber) are added by the thread that
+# subscribes them (the outer's on_next for flat_map, the drain itself for
+# merge/concat) under self._lock, and removed only by the drain. Each inner
+# appends to its own deque on its publisher's thread and signals the drain;
+# only the drain polls, which replenishes 75 % of prefetch at a time.
+#
+# New inners come from a "feed": for flat_map, the outer subscription, asked
+# for max_concurrency items at first and for one more each time an inner is
+# retired; for merge/concat, an iterator of publishers that the drain pulls
+# from while fewer than max_concurrency inners are active.
+
+
+class _Coordinator(DemandDrain, Generic[T]):
+    """The downstream's subscription: serves its demand from the inners' queues."""
+
+    __slots__ = (
+        "_downstream",
+        "_feed",
+        "_inners",
+        "_next",
+        "_outer",
+        "_terminated",
+        "max_concurrency",
+        "outer_done",
+        "prefetch",
+    )
+
+    def __init__(
+        self,
+        downstream: Subscriber[T],
+        max_concurrency: int,
+        prefetch: int,
+        feed: Iterator[Publisher[T]] | None,
+    ) -> None:
+        super().__init__()
+        self._downstream = downstream
+        self.max_concurrency = max_concurrency
+        self.prefetch = prefetch
+        self._feed = feed  # merge/concat: publishers to subscribe; None for flat_map
+        self._outer: Subscription | None = None  # flat_map: the source of inner publishers
+        self.outer_done = False  # no inner publisher will be added any more
+        # Guarded by self._lock: appended by add(), replaced by the drain.
+        self._inners: list[QueueSubscriber] = []
+        # --- Drain only ---------------------------------------------------
+        self._next = 0  # round-robin position
+        self._terminated = False
+
+    def add(self, publisher: Publisher[T]) -> None:
+        """Subscribe to ``publisher`` as a new inner."""
+        inner = QueueSubscriber(self, self.prefetch, "inner publisher")
+        with self._lock:
+            self._inners.append(inner)
+        publisher.subscribe(inner)
+
+    def outer_complete(self) -> None:
+        """Say that no inner publisher will be added any more."""
+        self.outer_done = True
+        self._signal()
+
+    def _signal_downstream_error(self, error: BaseException) -> None:
+        if not self._terminated:
+            self._terminated = True
+            self._downstream.on_error(error)
+
+    def _cancel_upstream(self) -> None:
+        self._cancel_all()
+
+    def _has_work(self) -> bool:
+        return self._requested > 0 and any(inner.queue for inner in self._inners)
+
+    def _cancel_all(self) -> None:
+        self.cancelled = True
+        if self._outer is not None:
+            self._outer.cancel()
+        with self._lock:
+            inners, self._inners = self._inners, []
+        for inner in inners:
+            inner.cancel()
+
+    def _drain(self) -> None:
+        if self._terminated:
+            return
+        if self.cancelled:
+            self._cancel_all()
+            return
+        failure = self._failure
+        if failure is not None:
+            self._terminated = True
+            self._cancel_all()
+            self._downstream.on_error(failure)
+            return
+        self._feed_inners()
+        with self._lock:
+            inners = list(self._inners)
+            requested = self._requested
+        emitted = self._emit(inners, requested)
+        if emitted < 0:  # cancelled or failed meanwhile: the next pass ends it
+            return
+        self._produced(emitted, requested)
+        retired = [inner for inner in inners if inner.exhausted]
+        if retired:
+            with self._lock:
+                self._inners = [inner for inner in self._inners if inner not in retired]
+            if self._feed is not None:
+                self._feed_inners()
+            elif self._outer is not None and self.max_concurrency != MAX_DEMAND and not self.outer_done:
+                self._outer.request(len(retired))
+        if self.outer_done and not self._inners and self._failure is None and not self.cancelled:
+            self._terminated = True
+            self.cancelled = True
+            self._downstream.on_complete()
+
+    def _emit(self, inners: list[QueueSubscriber], requested: int) -> int:
+        """Deliver round-robin from ``inners``; return the count, or -1 if the stream ended."""
+        on_next = self._downstream.on_next
+        count = len(inners)
+        emitted = 0
+        position = self._next
+        idle = 0  # consecutive inners found empty
+        while count and emitted != requested and idle < count:
+            if position >= count:
+                position = 0
+            inner = inners[position]
+            position += 1
+            if not inner.queue:
+                idle += 1
+                continue
+            idle = 0
+            on_next(inner.poll())
+            emitted += 1
+            if self.cancelled or self._failure is not None:
+                return -1
+        self._next = position
+        return emitted
+
+    def _feed_inners(self) -> None:
+        """merge/concat: subscribe further publishers while below ``max_concurrency``."""
+        feed = self._feed
+        if feed is None or self.outer_done:
+            return
+        while len(self._inners) < self.max_concurrency and not self.cancelled:
+            try:
+                publisher = next(feed)
+            except StopIteration:
+                self.outer_done = True
+                return
+            self.add(publisher)
+
+
+class _Outer(Subscriber[Any], Generic[T, R]):
+    """flat_map's subscriber to the source: maps each item to an inner publisher."""
+
+    __slots__ = ("_coordinator", "_downstream", "_fn")
+
+    def __init__(
+        self, downstream: Subscriber[R], fn: Callable[[T], Publisher[R]], max_concurrency: int, prefetch: int
+    ) -> None:
+        self._downstream = downstream
+        self._fn = fn
+        self._coordinator: _Coordinator[R] = _Coordinator(downstream, max_concurrency, prefetch, None)
+
+    def on_subscribe(self, subscription: Subscription) -> None:
+        if subscription is None:
+            raise TypeError("subscription must not be None (rule 2.13)")
+        coordinator = self._coordinator
+        if coordinator._outer is not None:
+            subscription.cancel()  # rule 2.5
+            return
+        coordinator._outer = subscription
+        self._downstream.on_subscribe(coordinator)
+        coordinator._release()
+        if not coordinator.cancelled:
+            subscription.request(coordinator.max_concurrency)
+
+    def on_next(self, item: T) -> None:
+        if item is None:
+            raise TypeError("on_next item must not be None (rule 2.13)")
+        coordinator = self._coordinator
+        if coordinator.cancelled or coordinator.outer_done:
+            return
+        try:
+            publisher = self._fn(item)
+            require_publisher(publisher, "flat_map function result")
+        except Exception as error:
+            coordinator.outer_done = True
+            coordinator.fail(error)
+            return
+        coordinator.add(publisher)
+
+    def on_error(self, error: BaseException) -> None:
+        if error is None:
+            raise TypeError("on_error error must not be None (rule 2.13)")
+        self._coordinator.outer_done = True
+        self._coordinator.fail(error)
+
+    def on_complete(self) -> None:
+        self._coordinator.outer_complete()
+
+
+class _FlatMapPublisher(Publisher[R]):
+    __slots__ = ("_fn", "_max_concurrency", "_prefetch", "_source")
+
+    def __init__(
+        self, source: Publisher[Any], fn: Callable[[Any], Publisher[R]], max_concurrency: int, prefetch: int
+    ) -> None:
+        self._source = source
+        self._fn = fn
+        self._max_concurrency = max_concurrency
+        self._prefetch = prefetch
+
+    def subscribe(self, subscriber: Subscriber[R]) -> None:
+        require_subscriber(subscriber)
+        self._source.subscribe(_Outer(subscriber, self._fn, self._max_concurrency, self._prefetch))
+
+
+class _MergePublisher(Publisher[T_co]):
+    __slots__ = ("_max_concurrency", "_prefetch", "_publishers")
+
+    def __init__(self, publishers: tuple[Publisher[T_co], ...], max_concurrency: int, prefetch: int) -> None:
+        self._publishers = publishers
+        self._max_concurrency = max_concurrency
+        self._prefetch = prefetch
+
+    def subscribe(self, subscriber: Subscriber[T_co]) -> None:
+        require_subscriber(subscriber)
+        coordinator: _Coordinator[T_co] = _Coordinator(
+            subscriber, self._max_concurrency, self._prefetch, iter(self._publishers)
+        )
+        subscriber.on_subscribe(coordinator)
+        coordinator._release()
+
+
+def _check_publishers(publishers: Iterable[object]) -> None:
+    for index, publisher in enumerate(publishers):
+        require_publisher(publisher, f"publishers[{index}]")
+
+
+def flat_map(
+    source: Publisher[T],
+    fn: Callable[[T], Publisher[R]],
+    *,
+    max_concurrency: int = 256,
+    prefetch: int = 256,
+) -> Publisher[R]:
+    """Map each item of ``source`` to a publisher and merge their items::
+
+        source:  --a-----b--------|
+        inner a:   --1--2|
+        inner b:         --3--4|
+        result:  ----1--2--3--4---|
+
+    Demand: asks ``source`` for ``max_concurrency`` items (256 by default),
+    then one more each time an inner completes; asks each inner
+    for ``prefetch`` items and for 75 % of that again as they are consumed,
+    so no inner ever has more than ``prefetch`` items queued or requested.
+    The subscriber's demand is served round-robin from the inners' queues.
+    The first error (from ``source``, an inner or ``fn``) cancels the rest
+    and is signalled at once.
+
+    Raises:
+        TypeError: if ``fn`` is not callable.
+        ValueError: if ``max_concurrency`` or ``prefetch`` is not positive.
+    """
+    require_publisher(source, "source")
+    require_callable(fn, "fn")
+    require_positive(max_concurrency, "max_concurrency")
+    require_positive(prefetch, "prefetch")
+    return _FlatMapPublisher(source, fn, min(max_concurrency, MAX_DEMAND), prefetch)
+
+
+def merge(*publishers: Publisher[T], prefetch: int = 256) -> Publisher[T]:
+    """Subscribe to all ``publishers`` at once and emit their items as they come::
+
+        first:   --1-----3--|
+        second:  -----2-----4--|
+        result:  --1--2--3--4--|
+
+    Demand: each publisher is asked for ``prefetch`` items and for 75 % of
+    that again as its items are consumed; the subscriber's demand is served
+    round-robin. Completes when all have completed; the first error cancels
+    the others and is signalled at once.
+
+    Raises:
+        TypeError: if an argument is not a publisher.
+        ValueError: if ``prefetch`` is not positive.
+    """
+    _check_publishers(publishers)
+    require_positive(prefetch, "prefetch")
+    return _MergePublisher(publishers, max(len(publishers), 1), prefetch)
+
+
+def concat(*publishers: Publisher[T], prefetch: int = 256) -> Publisher[T]:
+    """Emit all items of each publisher in turn, subscribing to the next when one completes::
+
+        first:   --1--2|
+        second:         --3--4|
+        result:  --1--2----3--4|
+
+    Demand: only one publisher is subscribed at a time, asked for
+    ``prefetch`` items and for 75 % of that again as they are consumed.
+
+    Raises:
+        TypeError: if an argument is not a publisher.
+        ValueError: if ``prefetch`` is not positive.
+    """
+    _check_publishers(publishers)
+    require_positive(prefetch, "prefetch")
+    return _MergePublisher(publishers, 1, prefetch)

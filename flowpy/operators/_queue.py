@@ -1,0 +1,264 @@
+"""Draining one bounded queue into a subscriber: the core of ``observe_on`` and the backpressure operators.
+
+:class:`QueueSubscriber` queues what one upstream sends; :class:`QueueDrain`
+is the downstream's subscription and delivers from that queue as far as the
+downstream's demand allows, then the upstream's terminal signal once the
+queue is empty.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable
+from typing import Any, Generic, TypeVar
+
+from flowpy._demand import replenish_limit
+from flowpy.errors import MissingBackpressureError
+from flowpy.executors import Task
+from flowpy.flow import Subscriber, Subscription
+from flowpy.operators._base import DemandDrain
+
+__all__ = ["HeadSubscriber", "QueueDrain", "QueueSubscriber"]
+
+T = TypeVar("T")
+
+
+class QueueSubscriber(Subscriber[Any]):
+    """Subscribes to one upstream for a :class:`DemandDrain`, queueing at most ``prefetch`` items.
+
+    It asks for ``prefetch`` items at once and, as the drain takes them with
+    :meth:`poll`, for 75 % of ``prefetch`` again each time that many have
+    been taken; so the upstream never has more than ``prefetch`` items queued
+    or requested. An upstream that sends more fails the parent with
+    :class:`~flowpy.errors.MissingBackpressureError`.
+    """
+
+    __slots__ = (
+        "_consumed",
+        "_delay_error",
+        "_limit",
+        "_name",
+        "done",
+        "error",
+        "parent",
+        "prefetch",
+        "queue",
+        "subscription",
+    )
+
+    def __init__(self, parent: DemandDrain, prefetch: int, name: str, *, delay_error: bool = False) -> None:
+        self.parent = parent
+        self._name = name
+        self.prefetch = prefetch  # the most items queued or requested at once
+        self._limit = replenish_limit(prefetch)
+        self._delay_error = delay_error  # keep the error for after the queue, or fail the parent now
+        self.subscription: Subscription | None = None
+        self.queue: deque[Any] = deque()  # appended here, popped by the drain
+        self.done = False  # set after the upstream's last item; the queue may still hold items
+        self.error: BaseException | None = None  # the upstream's error, if delay_error
+        self._consumed = 0  # drain only: taken since the last request
+
+    def attach(self, subscription: Subscription) -> bool:
+        """Keep ``subscription`` unless one is already kept or the parent is over (then cancel it).
+
+        Raises:
+            TypeError: if ``subscription`` is ``None`` (rule 2.13).
+        """
+        if subscription is None:
+            raise TypeError("subscription must not be None (rule 2.13)")
+        if self.subscription is not None or self.parent.cancelled:
+            subscription.cancel()  # rule 2.5
+            return False
+        self.subscription = subscription
+        return True
+
+    def start(self) -> None:
+        """Ask the upstream for the first ``prefetch`` items."""
+        if self.subscription is not None and not self.parent.cancelled:
+            self.subscription.request(self.prefetch)
+
+    def on_subscribe(self, subscription: Subscription) -> None:
+        """Keep ``subscription`` and request ``prefetch``."""
+        if self.attach(subscription):
+            self.start()
+
+    def on_next(self, item: Any) -> None:
+        """Queue ``item`` and signal the parent's drain.
+
+        Raises:
+            TypeError: if ``item`` is ``None`` (rule 2.13).
+        """
+        if item is None:
+            raise TypeError("on_next item must not be None (rule 2.13)")
+        if self.done:
+            return
+        # Only this thread appends and the drain only pops, so the length
+        # cannot grow between this check and the append.
+        if len(self.queue) >= self.prefetch and not self._admit_over_capacity():
+            return
+        self.queue.append(item)
+        parent = self.parent
+        if not parent.draining:  # a running pass looks at the queue again before it ends
+            parent._signal()
+
+    def on_error(self, error: BaseException) -> None:
+        """Fail the parent, now or after the queued items (``delay_error``).
+
+        Raises:
+            TypeError: if ``error`` is ``None`` (rule 2.13).
+        """
+        if error is None:
+            raise TypeError("on_error error must not be None (rule 2.13)")
+        if self.done:
+            return
+        if self._delay_error:
+            self.error = error
+            self.done = True
+            self.parent._signal()
+        else:
+            self.done = True
+            self.parent.fail(error)
+
+    def on_complete(self) -> None:
+        """Mark the upstream done and signal the parent's drain."""
+        if self.done:
+            return
+        self.done = True
+        self.parent._signal()
+
+    @property
+    def exhausted(self) -> bool:
+        """Whether the upstream is done and its queue is empty."""
+        return self.done and not self.queue
+
+    def poll(self) -> Any:
+        """Take the next queued item, replenishing upstream each 75 % of ``prefetch``; drain only.
+
+        Raises:
+            IndexError: if the queue is empty.
+        """
+        item = self.queue.popleft()
+        self._consumed += 1
+        if self._consumed == self._limit:
+            self._consumed = 0
+            subscription = self.subscription
+            if subscription is not None and not self.done:
+                subscription.request(self._limit)
+        return item
+
+    def _admit_over_capacity(self) -> bool:
+        """Decide about an item that finds the queue full; return whether to queue it anyway.
+
+        Here the upstream broke rule 1.1: :meth:`overflow`.
+        """
+        self.overflow()
+        return False
+
+    def overflow(self) -> None:
+        """The upstream sent more than it was asked for (rule 1.1): cancel it and fail the parent.
+
+        Called on the upstream's thread; the queue is left to the drain.
+        """
+        self.done = True
+        if self.subscription is not None:
+            self.subscription.cancel()
+        self.parent.fail(MissingBackpressureError(self.overflow_message()))
+
+    def overflow_message(self) -> str:
+        """What :class:`~flowpy.errors.MissingBackpressureError` says on overflow."""
+        return f"{self._name} sent more than the {self.prefetch} items requested"
+
+    def cancel(self) -> None:
+        """Cancel the upstream and drop the queue; called by the drain, the only reader of the queue."""
+        self.done = True
+        subscription = self.subscription
+        if subscription is not None:
+            subscription.cancel()
+        self.queue.clear()
+
+
+class HeadSubscriber(QueueSubscriber):
+    """The single upstream of a :class:`QueueDrain`: hands the downstream its subscription first."""
+
+    __slots__ = ()
+
+    parent: QueueDrain[Any]
+
+    def on_subscribe(self, subscription: Subscription) -> None:
+        """Give the downstream its subscription, then request from upstream.
+
+        Raises:
+            TypeError: if ``subscription`` is ``None`` (rule 2.13).
+        """
+        if not self.attach(subscription):
+            return
+        parent = self.parent
+        parent.downstream.on_subscribe(parent)
+        parent._release()  # the downstream may take items from now on, as they arrive
+        self.start()
+
+
+class QueueDrain(DemandDrain, Generic[T]):
+    """The downstream's subscription: delivers the queue of :attr:`upstream`.
+
+    The subclass creates :attr:`upstream` (a :class:`HeadSubscriber`) in its
+    ``__init__``. The drain runs inline on the signalling thread, or on
+    ``execute`` if given.
+    """
+
+    __slots__ = ("_terminated", "downstream", "upstream")
+
+    upstream: HeadSubscriber
+
+    def __init__(self, downstream: Subscriber[T], execute: Callable[[Task], object] | None = None) -> None:
+        super().__init__(execute)
+        self.downstream = downstream
+        self._terminated = False  # drain only: a terminal signal went downstream
+
+    def _cancel_upstream(self) -> None:
+        self.upstream.cancel()
+
+    def _has_work(self) -> bool:
+        return bool(self.upstream.queue) and self._requested > 0
+
+    def _signal_downstream_error(self, error: BaseException) -> None:
+        if not self._terminated:
+            self._terminated = True
+            self.downstream.on_error(error)
+
+    def _terminate(self, error: BaseException | None) -> None:
+        self._terminated = True
+        self.cancelled = True
+        self.upstream.cancel()
+        if error is None:
+            self.downstream.on_complete()
+        else:
+            self.downstream.on_error(error)
+
+    def _drain(self) -> None:
+        upstream = self.upstream
+        if self._terminated:
+            return
+        if self.cancelled:
+            upstream.cancel()
+            return
+        if self._failure is not None:
+            self._terminate(self._failure)
+            return
+        queue = upstream.queue
+        poll = upstream.poll
+        on_next = self.downstream.on_next
+        requested = self._requested
+        emitted = 0
+        while True:
+            done = upstream.done  # read before the queue: no item follows it
+            if not queue:
+                if done:
+                    self._terminate(upstream.error)
+                    return
+                break
+            if emitted == requested or self.cancelled or self._failure is not None:
+                break
+            on_next(poll())
+            emitted += 1
+        self._produced(emitted, requested)

@@ -1,0 +1,218 @@
+"""``subscribe_on``: subscribe, and request, on an executor.
+
+A synchronous source does its work inside ``subscribe`` and ``request``;
+``subscribe_on`` moves those calls, in order, to an executor, so the source
+produces on that executor's thread instead of the subscriber's.
+
+Threading:  signals pass through on the thread the source uses; ``request``
+            calls are queued to the executor and run there one at a time,
+            in order; ``cancel`` goes to the source at once.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+from collections.abc import Callable
+from typing import Generic, TypeVar
+
+from flowpy._serial import SerialDrain
+from flowpy.executors import DEFAULT, Default, Executor, Task, resolve_execute
+from flowpy.flow import Publisher, Subscriber, Subscription
+from flowpy.operators._base import reject_subscriber, require_publisher, require_subscriber
+
+__all__ = ["SerialExecutor", "subscribe_on"]
+
+T = TypeVar("T")
+T_co = TypeVar("T_co", covariant=True)
+
+
+class SerialExecutor:
+    """Runs tasks one at a time, in the order given, on an underlying executor.
+
+    At most one task of this serial executor is queued on, or running on, the
+    underlying executor; it runs every task queued meanwhile.
+    """
+
+    __slots__ = ("_serial", "_tasks")
+
+    def __init__(self, execute: Callable[[Task], object], on_reject: Callable[[BaseException], None]) -> None:
+        # on_reject runs on the refused thread; no task of ours runs after it.
+        self._serial = SerialDrain(execute, self._drain, on_reject)
+        self._tasks: deque[Task] = deque()
+
+    def execute(self, task: Task) -> None:
+        """Queue ``task`` to run after the tasks queued before it."""
+        self._tasks.append(task)
+        self._serial.signal()
+
+    def _drain(self, first: bool) -> bool:
+        tasks = self._tasks
+        while tasks:
+            tasks.popleft()()
+        return False
+
+
+class _SubscribeOn(Subscriber[T], Subscription, Generic[T]):
+    """Forwards signals down and moves ``request`` to the serial executor."""
+
+    __slots__ = (
+        "_downstream",
+        "_lock",
+        "_refused",
+        "_serial",
+        "_signalling",
+        "_source",
+        "_terminated",
+        "_upstream",
+    )
+
+    def __init__(self, downstream: Subscriber[T], source: Publisher[T], execute: Callable[[Task], object]) -> None:
+        self._downstream = downstream
+        self._source = source
+        self._serial = SerialExecutor(execute, self._rejected)
+        self._upstream: Subscription | None = None
+        # The executor's refusal must not reach the downstream while the
+        # upstream is signalling it (rule 1.3). Each side first writes its own
+        # flag, then reads the other's (CPython orders these plain reads and
+        # writes): the refusing thread passes the error on only if no signal
+        # is under way, and a signalling thread that finds the refusal passes
+        # it on when its signal returns. At least one of them sees the other.
+        self._signalling = 0  # depth of downstream calls under way; written by the upstream's thread only
+        self._refused: BaseException | None = None  # the executor's exception; set once
+        # Guarded by self._lock: exactly one terminal signal goes downstream.
+        self._lock = threading.Lock()
+        self._terminated = False
+
+    def start(self) -> None:
+        """Subscribe to the source on the executor."""
+        self._serial.execute(self._subscribe)
+
+    def _subscribe(self) -> None:
+        self._source.subscribe(self)
+
+    # --- Upstream side --------------------------------------------------
+
+    def _claim_terminal(self) -> bool:
+        with self._lock:
+            if self._terminated:
+                return False
+            self._terminated = True
+            return True
+
+    def _pass_refusal(self) -> None:
+        error = self._refused
+        if error is None or not self._claim_terminal():
+            return
+        if self._upstream is None:  # the subscribe task itself was refused
+            reject_subscriber(self._downstream, error)
+        else:
+            self._downstream.on_error(error)
+
+    def on_subscribe(self, subscription: Subscription) -> None:
+        """Hand this stage to the downstream as its subscription.
+
+        Raises:
+            TypeError: if ``subscription`` is ``None`` (rule 2.13).
+        """
+        if subscription is None:
+            raise TypeError("subscription must not be None (rule 2.13)")
+        if self._upstream is not None:
+            subscription.cancel()  # rule 2.5
+            return
+        self._upstream = subscription
+        self._signalling += 1
+        try:
+            if self._refused is None:
+                self._downstream.on_subscribe(self)
+        finally:
+            self._signalling -= 1
+        if self._refused is not None:
+            self._pass_refusal()
+
+    def on_next(self, item: T) -> None:
+        """Pass ``item`` on, unless the executor refused a task.
+
+        Raises:
+            TypeError: if ``item`` is ``None`` (rule 2.13).
+        """
+        if item is None:
+            raise TypeError("on_next item must not be None (rule 2.13)")
+        self._signalling += 1
+        try:
+            if self._refused is None and not self._terminated:
+                self._downstream.on_next(item)
+        finally:
+            self._signalling -= 1
+        if self._refused is not None:
+            self._pass_refusal()
+
+    def on_error(self, error: BaseException) -> None:
+        """Pass the source's failure on, once.
+
+        Raises:
+            TypeError: if ``error`` is ``None`` (rule 2.13).
+        """
+        if error is None:
+            raise TypeError("on_error error must not be None (rule 2.13)")
+        if self._claim_terminal():
+            self._downstream.on_error(error)
+
+    def on_complete(self) -> None:
+        """Pass the source's completion on, once."""
+        if self._claim_terminal():
+            self._downstream.on_complete()
+
+    def _rejected(self, error: BaseException) -> None:
+        if self._upstream is not None:
+            self._upstream.cancel()
+        self._refused = error
+        if not self._signalling:
+            self._pass_refusal()
+        # else: the signalling thread passes it on when its call returns
+
+    # --- Downstream side ------------------------------------------------
+
+    def request(self, n: int) -> None:
+        """Pass ``request(n)`` to the source on the executor, after the calls before it.
+
+        An invalid ``n`` is passed on as is; the source signals the error (rule 3.9).
+        """
+        upstream = self._upstream
+        if upstream is not None:
+            self._serial.execute(lambda: upstream.request(n))
+
+    def cancel(self) -> None:
+        """Cancel the source at once, on the calling thread (rule 3.5)."""
+        if self._upstream is not None:
+            self._upstream.cancel()
+
+
+class _SubscribeOnPublisher(Publisher[T_co]):
+    __slots__ = ("_execute", "_source")
+
+    def __init__(self, source: Publisher[T_co], execute: Callable[[Task], object]) -> None:
+        self._source = source
+        self._execute = execute
+
+    def subscribe(self, subscriber: Subscriber[T_co]) -> None:
+        require_subscriber(subscriber)
+        _SubscribeOn(subscriber, self._source, self._execute).start()
+
+
+def subscribe_on(source: Publisher[T], executor: Executor | Default = DEFAULT) -> Publisher[T]:
+    """Call ``source.subscribe`` and every ``request`` on ``executor``, one at a time, in order::
+
+        source:  --1--2--3--|     (produced inside request(), now on the pool)
+        subscribe_on(pool)
+        result:  --1--2--3--|
+
+    Demand: passed through unchanged. ``cancel`` goes to the source at once.
+    If the executor refuses a task, the source is cancelled and the
+    subscriber gets the executor's exception through ``on_error``.
+
+    Raises:
+        TypeError: if ``executor`` is ``None`` or not an executor.
+    """
+    require_publisher(source, "source")
+    return _SubscribeOnPublisher(source, resolve_execute(executor))

@@ -1,0 +1,101 @@
+"""Helpers for the operator tests: a publisher wrapper that records demand, and request-pattern driving."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from hypothesis import strategies as st
+
+from flowpy.flow import Publisher, Subscriber, Subscription
+from tests.support import Recorder
+
+WAIT = 10.0  # seconds; only ever reached when a test is about to fail
+
+
+class RecordedSubscription(Subscription):
+    """Forwards to a real subscription, recording every request and cancel."""
+
+    def __init__(self, inner: Subscription) -> None:
+        self.inner = inner
+        self.requests: list[Any] = []
+        self.cancelled = threading.Event()
+
+    def request(self, n: int) -> None:
+        self.requests.append(n)
+        self.inner.request(n)
+
+    def cancel(self) -> None:
+        self.cancelled.set()
+        self.inner.cancel()
+
+    @property
+    def total(self) -> int:
+        """The sum of the valid requests."""
+        return sum(n for n in self.requests if isinstance(n, int) and n > 0)
+
+
+class _Tap(Subscriber[Any]):
+    def __init__(self, spy: Spy, downstream: Subscriber[Any]) -> None:
+        self.spy = spy
+        self.downstream = downstream
+
+    def on_subscribe(self, subscription: Subscription) -> None:
+        recorded = RecordedSubscription(subscription)
+        self.spy.subscriptions.append(recorded)
+        self.spy.subscribers.append(self.downstream)
+        self.downstream.on_subscribe(recorded)
+
+    def on_next(self, item: Any) -> None:
+        self.spy.delivered += 1
+        self.downstream.on_next(item)
+
+    def on_error(self, error: BaseException) -> None:
+        self.downstream.on_error(error)
+
+    def on_complete(self) -> None:
+        self.downstream.on_complete()
+
+
+class Spy(Publisher[Any]):
+    """Wraps a publisher and records, per subscription, who subscribed and what was requested."""
+
+    def __init__(self, inner: Publisher[Any]) -> None:
+        self.inner = inner
+        self.subscriptions: list[RecordedSubscription] = []
+        self.subscribers: list[Subscriber[Any]] = []
+        self.delivered = 0
+
+    def subscribe(self, subscriber: Subscriber[Any]) -> None:
+        self.inner.subscribe(_Tap(self, subscriber))
+
+    @property
+    def subscription(self) -> RecordedSubscription:
+        """The last subscription."""
+        return self.subscriptions[-1]
+
+
+def drive(publisher: Publisher[Any], pattern: list[int]) -> Recorder:
+    """Subscribe a recorder, request each amount of ``pattern`` in turn, then everything.
+
+    Returns the recorder once the stream has ended; fails if it broke a rule on the way.
+    """
+    recorder = Recorder()
+    publisher.subscribe(recorder)
+    assert recorder.subscribed.wait(WAIT)
+    for n in pattern:
+        if recorder.done.is_set():
+            break
+        recorder.request(n)
+    if not recorder.done.is_set():
+        recorder.request(2**63 - 1)
+    assert recorder.done.wait(WAIT), f"no terminal signal; {len(recorder.items)} items"
+    assert recorder.violations == []
+    return recorder
+
+
+patterns = st.lists(st.integers(min_value=1, max_value=7), max_size=12)
+"""Random request patterns: the amounts a subscriber asks for, one after the other."""
+
+items_lists = st.lists(st.integers(min_value=-50, max_value=50), max_size=40)
+"""Random inputs."""

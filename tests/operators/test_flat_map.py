@@ -1,0 +1,92 @@
+"""flat_map: map to publishers, merge them; bounded concurrency and prefetch."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from flowpy import operators
+from flowpy.sources import RangePublisher, just
+from tests.operators.conftest import WAIT, Spy, drive, patterns
+from tests.support import Recorder
+
+
+def test_flat_map_merges_inner_publishers() -> None:
+    recorder = Recorder()
+    operators.flat_map(just(1, 2), lambda x: just(x, x * 10)).subscribe(recorder)
+    recorder.request(10)
+    assert sorted(recorder.items) == [1, 2, 10, 20]
+    assert recorder.completed
+
+
+def test_flat_map_max_concurrency_bounds_outer_requests() -> None:
+    outer = Spy(RangePublisher(0, 10))
+    inners: list[Spy] = []
+
+    def inner(x: int) -> Spy:
+        spy = Spy(RangePublisher(x * 100, 3))
+        inners.append(spy)
+        return spy
+
+    recorder = Recorder()
+    operators.flat_map(outer, inner, max_concurrency=2, prefetch=2).subscribe(recorder)
+    assert outer.subscription.requests == [2]
+    assert all(spy.subscription.requests == [2] for spy in inners)
+    recorder.request(100)
+    assert recorder.completed
+    assert len(recorder.items) == 30
+    for spy in inners:  # never more than prefetch outstanding per inner
+        assert spy.subscription.requests[0] == 2
+        assert all(n <= 2 for n in spy.subscription.requests)
+
+
+def test_flat_map_function_raises_signals_error_and_cancels() -> None:
+    outer = Spy(RangePublisher(0, 10))
+    recorder = Recorder()
+    operators.flat_map(outer, lambda x: 1 / 0).subscribe(recorder)  # type: ignore[arg-type,return-value]
+    assert isinstance(recorder.error, ZeroDivisionError)
+    assert outer.subscription.cancelled.is_set()
+
+
+def test_flat_map_result_not_a_publisher_signals_type_error() -> None:
+    recorder = Recorder()
+    operators.flat_map(just(1), lambda x: [x]).subscribe(recorder)  # type: ignore[arg-type,return-value]
+    assert isinstance(recorder.error, TypeError)
+    assert str(recorder.error) == "flat_map function result must be a Publisher, got [1]"
+
+
+def test_flat_map_zero_concurrency_raises_value_error() -> None:
+    with pytest.raises(ValueError, match=r"^max_concurrency must be positive, got 0$"):
+        operators.flat_map(just(1), just, max_concurrency=0)
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.usefixtures("tiny_switch_interval")
+def test_flat_map_asynchronous_inners_deliver_everything() -> None:
+    for _ in range(5):
+        recorder = Recorder()
+        operators.flat_map(
+            RangePublisher(0, 20),
+            lambda x: operators.observe_on(RangePublisher(x * 100, 30), prefetch=4),
+            max_concurrency=3,
+            prefetch=2,
+        ).subscribe(recorder)
+        for _ in range(100):
+            recorder.request(7)
+        assert recorder.done.wait(WAIT)
+        assert sorted(recorder.items) == sorted(x * 100 + k for x in range(20) for k in range(30))
+        assert recorder.violations == []
+
+
+@settings(max_examples=40, deadline=None)
+@given(sizes=st.lists(st.integers(min_value=0, max_value=6), max_size=8), pattern=patterns)
+def test_flat_map_contains_every_inner_item_under_any_pattern(sizes: list[int], pattern: list[int]) -> None:
+    recorder = drive(
+        operators.flat_map(
+            just(*range(len(sizes))), lambda i: RangePublisher(i * 10, sizes[i]), max_concurrency=2, prefetch=2
+        ),
+        pattern,
+    )
+    expected = [i * 10 + k for i, size in enumerate(sizes) for k in range(size)]
+    assert sorted(recorder.items) == sorted(expected)

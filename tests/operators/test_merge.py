@@ -1,0 +1,122 @@
+"""merge and concat: many publishers, bounded prefetch each."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from flowpy import operators
+from flowpy.errors import MissingBackpressureError
+from flowpy.sources import RangePublisher, error, just
+from tests.operators.conftest import WAIT, Spy, drive, items_lists, patterns
+from tests.sources_helpers import SpyPublisher
+from tests.support import Recorder
+
+
+def test_merge_emits_round_robin_from_ready_sources() -> None:
+    recorder = Recorder()
+    operators.merge(just(1, 2, 3), just(10, 20)).subscribe(recorder)
+    recorder.request(10)
+    assert recorder.items == [1, 10, 2, 20, 3]
+    assert recorder.completed
+
+
+def test_merge_never_requests_more_than_prefetch_per_source() -> None:
+    first, second = Spy(RangePublisher(0, 1000)), Spy(RangePublisher(1000, 1000))
+    recorder = Recorder()
+    operators.merge(first, second, prefetch=8).subscribe(recorder)
+    assert first.subscription.requests == [8]
+    assert second.subscription.requests == [8]
+    recorder.request(10)  # five from each: fewer than 6 (75 % of 8) taken from either
+    assert first.subscription.requests == [8]
+    assert second.subscription.requests == [8]
+    recorder.request(4)  # seven from each: 6 taken, so 6 more asked of each
+    assert first.subscription.requests == [8, 6]
+    assert second.subscription.requests == [8, 6]
+    for spy in (first, second):
+        taken = sum(1 for x in recorder.items if (x < 1000) == (spy is first))
+        assert spy.subscription.total - taken <= 8
+
+
+def test_merge_error_cancels_the_other_sources() -> None:
+    spy = Spy(RangePublisher(0, 100))
+    recorder = Recorder()
+    operators.merge(spy, error(KeyError("x"))).subscribe(recorder)
+    assert isinstance(recorder.error, KeyError)
+    assert spy.subscription.cancelled.is_set()
+
+
+def test_merge_source_over_prefetch_signals_missing_backpressure() -> None:
+    source = SpyPublisher()
+    recorder = Recorder()
+    operators.merge(source, prefetch=2).subscribe(recorder)
+    assert source.subscriber is not None
+    for item in range(3):
+        source.subscriber.on_next(item)
+    assert isinstance(recorder.error, MissingBackpressureError)
+    assert source.cancelled.is_set()
+
+
+def test_merge_of_nothing_completes() -> None:
+    recorder = Recorder()
+    operators.merge().subscribe(recorder)
+    assert recorder.completed
+
+
+def test_merge_not_a_publisher_raises_type_error() -> None:
+    with pytest.raises(TypeError, match=r"^publishers\[1\] must be a Publisher, got 5$"):
+        operators.merge(just(1), 5)  # type: ignore[arg-type]
+
+
+def test_concat_subscribes_next_only_after_previous_completed() -> None:
+    first = SpyPublisher()
+    second = Spy(just(3, 4))
+    recorder = Recorder()
+    operators.concat(first, second).subscribe(recorder)
+    recorder.request(10)
+    assert second.subscriptions == []
+    assert first.subscriber is not None
+    first.subscriber.on_next(1)
+    first.subscriber.on_next(2)
+    assert second.subscriptions == []
+    first.subscriber.on_complete()
+    assert recorder.items == [1, 2, 3, 4]
+    assert recorder.completed
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.usefixtures("tiny_switch_interval")
+def test_merge_of_asynchronous_sources_loses_and_duplicates_nothing() -> None:
+    for _ in range(10):
+        sources = [operators.observe_on(RangePublisher(k * 1000, 200), prefetch=5) for k in range(4)]
+        recorder = Recorder()
+        operators.merge(*sources, prefetch=3).subscribe(recorder)
+        for _ in range(100):
+            recorder.request(9)
+        assert recorder.done.wait(WAIT)
+        assert sorted(recorder.items) == sorted(x for k in range(4) for x in range(k * 1000, k * 1000 + 200))
+        for k in range(4):
+            assert [x for x in recorder.items if k * 1000 <= x < k * 1000 + 1000] == list(
+                range(k * 1000, k * 1000 + 200)
+            )
+        assert recorder.violations == []
+
+
+@settings(max_examples=40, deadline=None)
+@given(lists=st.lists(items_lists, max_size=4), pattern=patterns)
+def test_merge_contains_every_item_in_source_order_under_any_pattern(
+    lists: list[list[int]], pattern: list[int]
+) -> None:
+    tagged = [[(index, x) for x in items] for index, items in enumerate(lists)]
+    recorder = drive(operators.merge(*(just(*items) for items in tagged), prefetch=2), pattern)
+    assert sorted(recorder.items) == sorted(x for items in tagged for x in items)
+    for index, items in enumerate(tagged):
+        assert [x for x in recorder.items if x[0] == index] == items
+
+
+@settings(max_examples=40, deadline=None)
+@given(lists=st.lists(items_lists, max_size=4), pattern=patterns)
+def test_concat_matches_list_concatenation_under_any_pattern(lists: list[list[int]], pattern: list[int]) -> None:
+    recorder = drive(operators.concat(*(just(*items) for items in lists), prefetch=2), pattern)
+    assert recorder.items == [x for items in lists for x in items]

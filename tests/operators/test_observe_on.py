@@ -1,0 +1,159 @@
+"""observe_on: an asynchronous boundary with a bounded queue."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+from hypothesis import given, settings
+
+from flowpy import operators
+from flowpy.errors import MissingBackpressureError
+from flowpy.executors import DaemonThreadPool
+from flowpy.sources import RangePublisher, just
+from tests.operators.conftest import WAIT, Spy, drive, items_lists, patterns
+from tests.sources_helpers import SpyPublisher
+from tests.support import ManualExecutor, Recorder, RejectingExecutor
+
+
+def test_observe_on_delivers_on_the_executor_thread() -> None:
+    pool = DaemonThreadPool(1, thread_name_prefix="observer")
+    try:
+        names: list[str] = []
+        recorder = Recorder()
+        operators.observe_on(RangePublisher(0, 50), pool, prefetch=8).subscribe(recorder)
+        recorder.on_next_hook = lambda item: names.append(threading.current_thread().name)
+        recorder.request(100)
+        assert recorder.done.wait(WAIT)
+        assert recorder.items == list(range(50))
+        assert set(names) == {"observer-0"}
+    finally:
+        pool.shutdown()
+
+
+def test_observe_on_requests_prefetch_then_replenishes_at_three_quarters() -> None:
+    spy = Spy(RangePublisher(0, 1000))
+    executor = ManualExecutor()
+    recorder = Recorder()
+    operators.observe_on(spy, executor, prefetch=8).subscribe(recorder)
+    assert spy.subscription.requests == [8]
+    recorder.request(5)
+    executor.run_all()
+    assert recorder.items == [0, 1, 2, 3, 4]
+    assert spy.subscription.requests == [8]  # 5 taken: below 6 (75 % of 8)
+    recorder.request(1)
+    executor.run_all()
+    assert spy.subscription.requests == [8, 6]
+
+
+def test_observe_on_never_holds_more_than_prefetch() -> None:
+    source = SpyPublisher()
+    executor = ManualExecutor()
+    recorder = Recorder()
+    operators.observe_on(source, executor, prefetch=4).subscribe(recorder)
+    assert source.requests == [4]
+    assert source.subscriber is not None
+    for item in range(4):
+        source.subscriber.on_next(item)
+    executor.run_all()
+    assert recorder.items == []  # no demand yet: all four wait in the queue
+    source.subscriber.on_next(4)  # a fifth breaks rule 1.1
+    executor.run_all()
+    assert isinstance(recorder.error, MissingBackpressureError)
+    assert str(recorder.error) == "observe_on's upstream sent more than the 4 items requested"
+    assert source.cancelled.is_set()
+
+
+def test_observe_on_error_arrives_after_queued_items() -> None:
+    source = SpyPublisher()
+    executor = ManualExecutor()
+    recorder = Recorder()
+    operators.observe_on(source, executor, prefetch=4).subscribe(recorder)
+    assert source.subscriber is not None
+    source.subscriber.on_next(1)
+    source.subscriber.on_error(KeyError("boom"))
+    recorder.request(1)
+    executor.run_all()
+    assert recorder.items == [1]
+    assert isinstance(recorder.error, KeyError)
+
+
+def test_observe_on_request_zero_signals_rule_3_9_error_and_cancels() -> None:
+    spy = Spy(RangePublisher(0, 10))
+    executor = ManualExecutor()
+    recorder = Recorder()
+    operators.observe_on(spy, executor).subscribe(recorder)
+    recorder.subscription.request(0)  # type: ignore[union-attr]
+    executor.run_all()
+    assert isinstance(recorder.error, ValueError)
+    assert "rule 3.9" in str(recorder.error)
+    assert spy.subscription.cancelled.is_set()
+
+
+def test_observe_on_executor_refusal_signals_its_exception() -> None:
+    recorder = Recorder()
+    operators.observe_on(just(1, 2), RejectingExecutor(0)).subscribe(recorder)
+    recorder.request(1)
+    assert isinstance(recorder.error, RuntimeError)
+    assert str(recorder.error) == "executor refused the task"
+
+
+def test_observe_on_cancel_stops_delivery_and_cancels_upstream() -> None:
+    spy = Spy(RangePublisher(0, 1000))
+    executor = ManualExecutor()
+    recorder = Recorder()
+    operators.observe_on(spy, executor, prefetch=16).subscribe(recorder)
+    recorder.request(3)
+    executor.run_all()
+    recorder.cancel()
+    recorder.request(10)
+    executor.run_all()
+    assert recorder.items == [0, 1, 2]
+    assert spy.subscription.cancelled.is_set()
+
+
+def test_observe_on_explicit_none_executor_raises_type_error() -> None:
+    with pytest.raises(TypeError, match=r"^executor must not be None; leave it out to use the default executor$"):
+        operators.observe_on(just(1), None)  # type: ignore[arg-type]
+
+
+def test_observe_on_zero_prefetch_raises_value_error() -> None:
+    with pytest.raises(ValueError, match=r"^prefetch must be positive, got 0$"):
+        operators.observe_on(just(1), prefetch=0)
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.usefixtures("tiny_switch_interval")
+def test_observe_on_many_interleavings_deliver_everything_in_order() -> None:
+    for round_ in range(30):
+        spy = Spy(RangePublisher(0, 300))
+        recorder = Recorder()
+        operators.observe_on(spy, prefetch=1 + round_ % 7).subscribe(recorder)
+        for _ in range(30):
+            recorder.request(10)
+        assert recorder.done.wait(WAIT)
+        assert recorder.items == list(range(300))
+        assert recorder.violations == []
+
+
+@settings(max_examples=30, deadline=None)
+@given(items=items_lists, pattern=patterns)
+def test_observe_on_matches_input_under_any_request_pattern(items: list[int], pattern: list[int]) -> None:
+    recorder = drive(operators.observe_on(just(*items), prefetch=3), pattern)
+    assert recorder.items == items
+
+
+def test_observe_on_subscriber_raising_cancels_upstream_and_is_logged(caplog: pytest.LogCaptureFixture) -> None:
+    spy = Spy(RangePublisher(0, 100))
+    executor = ManualExecutor()
+
+    def explode(item: int) -> None:
+        raise KeyError(item)
+
+    recorder = Recorder(on_next_hook=explode)
+    operators.observe_on(spy, executor, prefetch=4).subscribe(recorder)
+    recorder.request(10)
+    executor.run_all()
+    assert recorder.items == [0]
+    assert spy.subscription.cancelled.is_set()
+    assert "raised inside _ObserveOn's drain (rule 2.13)" in caplog.text

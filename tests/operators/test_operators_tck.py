@@ -1,0 +1,194 @@
+"""Every operator's output passes the Reactive Streams TCK PublisherVerification.
+
+Each class builds, for ``elements`` items, the operator over a
+:class:`~flowpy.sources.RangePublisher` (``elements`` may be ``2**63 - 1``:
+an infinite stream) and a failed publisher from :func:`~flowpy.sources.error`.
+"""
+
+from __future__ import annotations
+
+import itertools
+import operator
+from collections.abc import Callable
+from typing import Any
+
+from flowpy import flow, operators
+from flowpy.executors import default_executor
+from flowpy.sources import IterablePublisher, RangePublisher, error, just
+from flowpy.tck import PublisherVerification, TestEnvironment
+
+MAX = 2**63 - 1
+
+
+def _range(count: int) -> flow.Publisher[int]:
+    return RangePublisher(0, count)
+
+
+class _OperatorVerification(PublisherVerification[Any]):
+    """Fast timeouts, and the failed publisher seen through the same operator.
+
+    Subclasses define ``apply(source)``, the operator applied to ``source``,
+    and may override ``build(elements)``.
+    """
+
+    apply: Callable[[flow.Publisher[Any]], flow.Publisher[Any]]
+
+    def create_test_environment(self) -> TestEnvironment:
+        return TestEnvironment(1000, 20, 10)  # 1 s for expected signals: a loaded machine must not fail them
+
+    def publisher_reference_gc_timeout_millis(self) -> int:
+        return 50
+
+    def create_failed_publisher(self) -> flow.Publisher[Any] | None:
+        return self.apply(error(RuntimeError("failed source")))
+
+    def create_publisher(self, elements: int) -> flow.Publisher[Any]:
+        return self.build(elements)
+
+    def build(self, elements: int) -> flow.Publisher[Any]:
+        """A publisher of exactly ``elements`` items made with the operator."""
+        return self.apply(_range(elements))
+
+
+class TestMap(_OperatorVerification):
+    def apply(self, source: flow.Publisher[Any]) -> flow.Publisher[Any]:
+        return operators.map(source, lambda x: x + 1)
+
+
+class TestFilter(_OperatorVerification):
+    def apply(self, source: flow.Publisher[Any]) -> flow.Publisher[Any]:
+        return operators.filter(source, lambda x: x % 2 == 0)
+
+    def build(self, elements: int) -> flow.Publisher[Any]:
+        return self.apply(_range(min(2 * elements, MAX)))
+
+
+class TestTake(_OperatorVerification):
+    def apply(self, source: flow.Publisher[Any]) -> flow.Publisher[Any]:
+        return operators.take(source, MAX)
+
+    def build(self, elements: int) -> flow.Publisher[Any]:
+        return operators.take(_range(MAX), elements)
+
+
+class TestSkip(_OperatorVerification):
+    def apply(self, source: flow.Publisher[Any]) -> flow.Publisher[Any]:
+        return operators.skip(source, 3)
+
+    def build(self, elements: int) -> flow.Publisher[Any]:
+        return self.apply(_range(min(elements + 3, MAX)))
+
+
+class TestTakeWhile(_OperatorVerification):
+    def apply(self, source: flow.Publisher[Any]) -> flow.Publisher[Any]:
+        return operators.take_while(source, lambda x: True)
+
+    def build(self, elements: int) -> flow.Publisher[Any]:
+        return operators.take_while(_range(MAX), lambda x: x < elements)
+
+
+class TestScan(_OperatorVerification):
+    def apply(self, source: flow.Publisher[Any]) -> flow.Publisher[Any]:
+        return operators.scan(source, operator.add, 0)
+
+
+class TestFusedChain(_OperatorVerification):
+    def apply(self, source: flow.Publisher[Any]) -> flow.Publisher[Any]:
+        chain = operators.skip(operators.filter(operators.map(source, lambda x: x * 3), lambda x: x % 2 == 0), 1)
+        return operators.scan(chain, max)
+
+    def build(self, elements: int) -> flow.Publisher[Any]:
+        return self.apply(_range(min(2 * elements + 2, MAX)))
+
+
+class TestBuffer(_OperatorVerification):
+    def apply(self, source: flow.Publisher[Any]) -> flow.Publisher[Any]:
+        return operators.buffer(source, 3)
+
+    def build(self, elements: int) -> flow.Publisher[Any]:
+        return self.apply(_range(min(3 * elements, MAX)))
+
+
+class TestObserveOn(_OperatorVerification):
+    def apply(self, source: flow.Publisher[Any]) -> flow.Publisher[Any]:
+        return operators.observe_on(source, default_executor(), prefetch=8)
+
+
+class TestSubscribeOn(_OperatorVerification):
+    def apply(self, source: flow.Publisher[Any]) -> flow.Publisher[Any]:
+        return operators.subscribe_on(source, default_executor())
+
+
+class TestMerge(_OperatorVerification):
+    def apply(self, source: flow.Publisher[Any]) -> flow.Publisher[Any]:
+        return operators.merge(source, just(), prefetch=4)
+
+    def build(self, elements: int) -> flow.Publisher[Any]:
+        half = elements // 2
+        return operators.merge(_range(half), RangePublisher(half, elements - half), prefetch=4)
+
+
+class TestConcat(_OperatorVerification):
+    def apply(self, source: flow.Publisher[Any]) -> flow.Publisher[Any]:
+        return operators.concat(just(), source, prefetch=4)
+
+    def build(self, elements: int) -> flow.Publisher[Any]:
+        half = elements // 2
+        return operators.concat(_range(half), RangePublisher(half, elements - half), prefetch=4)
+
+
+class TestFlatMap(_OperatorVerification):
+    def apply(self, source: flow.Publisher[Any]) -> flow.Publisher[Any]:
+        return operators.flat_map(source, lambda x: just(x), max_concurrency=4, prefetch=2)
+
+
+class TestZip(_OperatorVerification):
+    def apply(self, source: flow.Publisher[Any]) -> flow.Publisher[Any]:
+        return operators.zip(source, _range(MAX), fn=operator.add, prefetch=4)
+
+
+class TestBackpressureBuffer(_OperatorVerification):
+    """The source emits everything at once into the buffer, so it is made large enough."""
+
+    def max_elements_from_publisher(self) -> int:
+        return 1024
+
+    def apply(self, source: flow.Publisher[Any]) -> flow.Publisher[Any]:
+        return operators.on_backpressure_buffer(source, 1024)
+
+
+class _Dropping(_OperatorVerification):
+    """Dropping is the contract: an exact element count cannot be promised.
+
+    With ``max_elements_from_publisher() == 0`` the TCK skips the rules that
+    count elements and verifies the rest (subscription, cancellation,
+    request validation, failure).
+    """
+
+    def max_elements_from_publisher(self) -> int:
+        return 0
+
+
+class TestBackpressureDrop(_Dropping):
+    def apply(self, source: flow.Publisher[Any]) -> flow.Publisher[Any]:
+        return operators.on_backpressure_drop(source)
+
+
+class TestBackpressureLatest(_Dropping):
+    def apply(self, source: flow.Publisher[Any]) -> flow.Publisher[Any]:
+        return operators.on_backpressure_latest(source)
+
+
+class TestShare(_OperatorVerification):
+    def apply(self, source: flow.Publisher[Any]) -> flow.Publisher[Any]:
+        return operators.share(source, prefetch=4)
+
+
+class TestObserveOnIterable(_OperatorVerification):
+    """observe_on over the asynchronous IterablePublisher: two executors in a row."""
+
+    def apply(self, source: flow.Publisher[Any]) -> flow.Publisher[Any]:
+        return operators.observe_on(source, prefetch=3)
+
+    def build(self, elements: int) -> flow.Publisher[Any]:
+        return self.apply(IterablePublisher(itertools.count() if elements == MAX else range(elements)))
