@@ -8,6 +8,7 @@ from collections import deque
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from flowpy._checks import require_positive_int
 from flowpy.executors import Task
 from flowpy.flow import Subscriber, Subscription
 
@@ -39,11 +40,10 @@ class BatchingSubscriber(Subscriber[Row]):
 
     def __init__(self, batch_size: int, execute: Callable[[Task], object]) -> None:
         """Raises:
-        ValueError: if ``batch_size`` is not a positive int.
+        TypeError: if ``batch_size`` is not an int.
+        ValueError: if ``batch_size`` is not positive.
         """
-        if type(batch_size) is not int or batch_size <= 0:
-            raise ValueError(f"batch_size must be a positive int, got {batch_size!r}")
-        self._batch_size = batch_size
+        self._batch_size = require_positive_int(batch_size, "batch_size")
         self._execute = execute
         self._lock = threading.Lock()
         # --- Guarded by self._lock ----------------------------------------

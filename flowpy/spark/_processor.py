@@ -7,7 +7,9 @@ from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from flowpy.executors import Executor, Task, as_execute, default_executor
+from flowpy._checks import require_positive_int
+from flowpy._signals import call_subscription
+from flowpy.executors import DEFAULT, Default, Executor, Task, resolve_execute
 from flowpy.flow import Processor, Subscriber
 from flowpy.spark._arrow import ArrowBatches, SchemaLike, dicts_of
 from flowpy.spark._batching import BatchingSubscriber, Row, Terminal
@@ -54,7 +56,7 @@ class SparkProcessor(BatchingSubscriber, Processor[Row, dict[str, Any]]):
         batch_size: int = 10_000,
         schema: SchemaLike | None = None,
         max_batches_in_flight: int = 2,
-        executor: Executor | None = None,
+        executor: Executor | Default = DEFAULT,
     ) -> None:
         """Args:
             spark: the session that runs ``transform``.
@@ -63,21 +65,21 @@ class SparkProcessor(BatchingSubscriber, Processor[Row, dict[str, Any]]):
             schema: the input rows' Spark schema; ``None`` infers it from the first batch.
             max_batches_in_flight: how many micro-batches may be requested, transformed
                 or awaiting delivery at once.
-            executor: where transforms and downstream signals run; ``None`` means the default.
+            executor: where transforms and downstream signals run; left out, the default.
 
         Raises:
-            TypeError: if ``spark`` is ``None`` or ``transform`` is not callable.
-            ValueError: if ``batch_size`` or ``max_batches_in_flight`` is not a positive int.
+            TypeError: if ``spark`` is ``None``, ``transform`` is not callable, ``executor``
+                is ``None`` or not an executor, or ``batch_size`` or
+                ``max_batches_in_flight`` is not an int.
+            ValueError: if ``batch_size`` or ``max_batches_in_flight`` is not positive.
         """
         if spark is None:
             raise TypeError("spark must not be None")
         if not callable(transform):
             raise TypeError(f"transform must be a callable DataFrame -> DataFrame, got {transform!r}")
-        super().__init__(batch_size, as_execute(default_executor() if executor is None else executor))
-        if type(max_batches_in_flight) is not int or max_batches_in_flight <= 0:
-            raise ValueError(f"max_batches_in_flight must be a positive int, got {max_batches_in_flight!r}")
+        super().__init__(batch_size, resolve_execute(executor))
         self._transform = transform
-        self._max_in_flight = max_batches_in_flight
+        self._max_in_flight = require_positive_int(max_batches_in_flight, "max_batches_in_flight")
         self._batches = ArrowBatches(spark, schema)  # used by the worker task only
         # Serialises calls on the upstream subscription (rule 2.7). Re-entrant:
         # a synchronous upstream may call on_next inside request(). Never
@@ -161,7 +163,7 @@ class SparkProcessor(BatchingSubscriber, Processor[Row, dict[str, Any]]):
             self._in_flight += batches
         if batches > 0:
             with self._request_lock:
-                upstream.request(batches * self._batch_size)
+                call_subscription(upstream, batches * self._batch_size)
 
     def _fail(self, error: BaseException, *, cancel_upstream: bool) -> None:
         with self._lock:
@@ -173,7 +175,7 @@ class SparkProcessor(BatchingSubscriber, Processor[Row, dict[str, Any]]):
         upstream = self._stop()
         if upstream is not None and cancel_upstream:
             with self._request_lock:
-                upstream.cancel()
+                call_subscription(upstream, None)
         if downstream is not None:
             downstream.signal()
 
@@ -216,7 +218,7 @@ class SparkProcessor(BatchingSubscriber, Processor[Row, dict[str, Any]]):
         upstream = self._stop()
         if upstream is not None and not ended:
             with self._request_lock:
-                upstream.cancel()
+                call_subscription(upstream, None)
 
     def __repr__(self) -> str:
         return f"<SparkProcessor batch_size={self._batch_size} max_batches_in_flight={self._max_in_flight}>"

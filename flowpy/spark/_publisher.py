@@ -7,7 +7,7 @@ import itertools
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-from flowpy.executors import Executor, Task, as_execute, default_executor
+from flowpy.executors import DEFAULT, Default, Executor, Task, resolve_execute
 from flowpy.flow import Publisher, Subscriber
 from flowpy.spark._arrow import row_to_dict
 from flowpy.spark._pull import END, Pulled, PullSubscription
@@ -45,21 +45,21 @@ class DataFramePublisher(Publisher[dict[str, Any]]):
     """
 
     def __init__(
-        self, df: DataFrame, *, prefetch_partitions: bool = False, executor: Executor | None = None
+        self, df: DataFrame, *, prefetch_partitions: bool = False, executor: Executor | Default = DEFAULT
     ) -> None:
         """Args:
             df: the DataFrame to publish.
             prefetch_partitions: compute the next partition while the current one is read.
-            executor: where the drain runs; ``None`` means :func:`flowpy.default_executor`.
+            executor: where the drain runs; left out, :func:`flowpy.default_executor`.
 
         Raises:
-            TypeError: if ``df`` is ``None`` or ``executor`` is not an executor.
+            TypeError: if ``df`` is ``None``, or ``executor`` is ``None`` or not an executor.
         """
         if df is None:
             raise TypeError("df must be a pyspark DataFrame, got None")
         self._df = df
         self._prefetch = bool(prefetch_partitions)
-        self._execute = as_execute(default_executor() if executor is None else executor)
+        self._execute = resolve_execute(executor)
 
     @property
     def dataframe(self) -> DataFrame:

@@ -16,6 +16,8 @@ from collections.abc import Callable
 from typing import Final, Generic, TypeVar, Union
 
 from flowpy._demand import MAX_DEMAND, add_demand, check_request
+from flowpy._serial import SerialDrain
+from flowpy._signals import report, signal_subscribe, signal_terminal
 from flowpy.executors import Task
 from flowpy.flow import Subscriber, Subscription
 
@@ -44,35 +46,35 @@ Pulled = Union[T, _Marker]  # noqa: UP007 - a runtime alias on 3.10
 
 # Implementation overview
 #
-# All signals to the subscriber run in one drain task at a time, so they are
-# serial (rule 1.3) without holding a lock across them. `_scheduled` is the
-# "a drain task is queued or running" flag; whoever sets it from False to True
-# hands a drain to the executor. A signal that arrives while a drain runs sets
-# `_again`, which the drain checks under the lock before it clears
-# `_scheduled`: no wake-up is lost. The first drain delivers on_subscribe, so
-# a request made inside on_subscribe cannot race it to on_next.
+# All signals to the subscriber run in the passes of one SerialDrain (from
+# flowpy._serial), so they are serial (rule 1.3) without a lock held across
+# them, and a request, cancel or source signal that arrives during a pass
+# makes the drain run once more. The first pass delivers on_subscribe, so a
+# request made inside on_subscribe cannot race it to on_next. A pass emits at
+# most _BUDGET items and then yields its thread to the executor's other tasks.
+
+_BUDGET = 1_024  # items per executor task before it yields the thread
 
 
 class PullSubscription(Subscription, Generic[T]):
     """Delivers items pulled from a source, never more than requested (rule 1.1).
 
     Subclasses implement :meth:`_next`, :meth:`_at_end` and :meth:`_release`;
-    each runs on the drain task only, so sources need no lock of their own
-    for what the drain alone touches. A source whose items arrive later calls
-    :meth:`signal` when they do.
+    each runs on the drain only, so sources need no lock of their own for
+    what the drain alone touches. A source whose items arrive later calls
+    :meth:`signal` when they do. A subscriber method that raises is logged
+    and its subscription cancelled (rule 2.13).
     """
 
     def __init__(self, subscriber: Subscriber[T], execute: Callable[[Task], object]) -> None:
         self._subscriber = subscriber
-        self._execute = execute
+        self._serial = SerialDrain(execute, self._drain, self._refused)
         self._lock = threading.Lock()
         # --- Guarded by self._lock ----------------------------------------
         self._demand = 0  # unfilled request(n) total; MAX_DEMAND is unbounded
         self._cancelled = False  # set once by cancel() or by the drain ending the stream
         self._request_error: BaseException | None = None  # rule 3.9 error to signal
-        self._scheduled = True  # a drain is queued or running; starts True for the first one
-        self._again = False  # something happened while the drain ran: drain once more
-        # --- Touched only by the drain task ---------------------------------
+        # --- Touched only by the drain --------------------------------------
         self._subscribed = False  # on_subscribe was delivered
         self._finished = False  # the stream ended and _release() ran
 
@@ -88,31 +90,26 @@ class PullSubscription(Subscription, Generic[T]):
                 self._demand = add_demand(self._demand, n)
             elif self._request_error is None:
                 self._request_error = error
-        self.signal()
+        self._serial.signal()
 
     def cancel(self) -> None:
-        """Stop pulling; the source is released by the drain task (rules 3.5, 3.7)."""
+        """Stop pulling; the source is released by the drain (rules 3.5, 3.7)."""
         with self._lock:
             if self._cancelled:
                 return
             self._cancelled = True
         self._interrupt()
-        self.signal()
+        self._serial.signal()
 
     # -- For the source -------------------------------------------------------
 
     def start(self) -> None:
-        """Run the first drain, which delivers ``on_subscribe``; call once, after construction."""
-        self._hand_over()
+        """Run the first drain pass, which delivers ``on_subscribe``; call once, after construction."""
+        self._serial.signal()
 
     def signal(self) -> None:
-        """Ask for a drain: demand, cancellation or new items arrived."""
-        with self._lock:
-            if self._scheduled:
-                self._again = True
-                return
-            self._scheduled = True
-        self._hand_over()
+        """Ask for a drain pass: new items arrived, or the source ended."""
+        self._serial.signal()
 
     @property
     def cancelled(self) -> bool:
@@ -121,47 +118,29 @@ class PullSubscription(Subscription, Generic[T]):
 
     @abstractmethod
     def _next(self) -> Pulled[T]:
-        """Return the next item, :data:`EMPTY` or :data:`END`; may block. Drain task only."""
+        """Return the next item, :data:`EMPTY` or :data:`END`; may block. Drain only."""
 
     @abstractmethod
     def _at_end(self) -> bool:
-        """Return whether the source is exhausted, without consuming an item. Drain task only.
+        """Return whether the source is exhausted, without consuming an item. Drain only.
 
-        Called whenever the demand is filled, so that ``on_complete`` needs no
-        further request (rule 1.4); a lazy source that has not started yet
-        answers ``False``.
+        Called whenever the demand is filled or the source returned
+        :data:`EMPTY`, so that ``on_complete`` needs no further request
+        (rule 1.4); a lazy source that has not started yet answers ``False``.
         """
 
     def _failure(self) -> BaseException | None:
-        """Return an error to signal now, whatever the demand (rule 1.4). Drain task only."""
+        """Return an error to signal now, whatever the demand (rule 1.4). Drain only."""
         return None
 
     @abstractmethod
     def _release(self) -> None:
-        """Free the source; called once, on the drain task, when the stream ends."""
+        """Free the source; called once, on the drain, when the stream ends."""
 
     def _interrupt(self) -> None:
         """Hook run by ``cancel()`` on the caller's thread to unblock a pending ``_next``."""
 
     # -- The drain --------------------------------------------------------------
-
-    def _hand_over(self) -> None:
-        try:
-            self._execute(self._drain)
-        except BaseException as exc:  # the executor refused: end the stream here
-            self._refused(exc)
-
-    def _refused(self, error: BaseException) -> None:
-        # _scheduled stays True, so no other drain can start: this thread owns the signals.
-        if not self._subscribed:
-            self._subscribed = True
-            try:
-                self._subscriber.on_subscribe(self)
-            except BaseException:
-                self._end()
-                return
-        self._end()
-        self._subscriber.on_error(error)
 
     def _end(self) -> None:
         with self._lock:
@@ -170,62 +149,77 @@ class PullSubscription(Subscription, Generic[T]):
             self._finished = True
             self._release()
 
-    def _drain(self) -> None:
-        subscriber = self._subscriber
+    def _terminate(self, error: BaseException | None) -> None:
+        self._end()
+        signal_terminal(self._subscriber, error)
+
+    def _refused(self, error: BaseException) -> None:
+        # The executor refused the drain: this thread owns the signals now.
         if not self._subscribed:
             self._subscribed = True
-            try:
-                subscriber.on_subscribe(self)
-            except BaseException:  # rule 2.13: the subscriber broke; treat as cancelled
+            if not signal_subscribe(self._subscriber, self):
                 self._end()
                 return
-        while True:
-            with self._lock:
-                self._again = False
-                cancelled = self._cancelled
-                error = self._request_error
-                demand = self._demand
-            if self._finished:
-                return
-            if cancelled:
+        self._terminate(error)
+
+    def _drain(self, first: bool) -> bool:
+        if self._finished:
+            return False
+        if not self._subscribed:
+            self._subscribed = True
+            if not signal_subscribe(self._subscriber, self):
                 self._end()
-                return
-            if error is not None:
+                return False
+        with self._lock:
+            cancelled = self._cancelled
+            error = self._request_error
+            demand = self._demand
+        if cancelled:
+            self._end()
+            return False
+        if error is not None:
+            self._terminate(error)
+            return False
+        budget = min(demand, _BUDGET)
+        emitted = 0
+        exhausted = False  # the source had nothing more to give now
+        try:
+            failure = self._failure()
+            if failure is not None:
+                self._terminate(failure)
+                return False
+            while emitted < budget and not self._cancelled:
+                item = self._next()
+                if item is EMPTY:
+                    exhausted = True
+                    break
+                if item is END:
+                    self._terminate(None)
+                    return False
+                emitted += 1
+                if not self._deliver(item):  # type: ignore[arg-type]
+                    return False
+            if (exhausted or emitted == demand) and not self._cancelled and self._at_end():
+                self._terminate(None)
+                return False
+        except BaseException as exc:  # the source failed
+            if self._cancelled:  # a failure caused by cancel() is not reported
                 self._end()
-                subscriber.on_error(error)
-                return
-            emitted = 0
-            exhausted = False  # the source had nothing more to give now
-            try:
-                failure = self._failure()
-                if failure is not None:
-                    self._end()
-                    subscriber.on_error(failure)
-                    return
-                while emitted < demand and not self._cancelled:
-                    item = self._next()
-                    if item is EMPTY:
-                        exhausted = True
-                        break
-                    if item is END:
-                        self._end()
-                        subscriber.on_complete()
-                        return
-                    subscriber.on_next(item)  # type: ignore[arg-type]
-                    emitted += 1
-                if (exhausted or emitted == demand) and not self._cancelled and self._at_end():
-                    self._end()
-                    subscriber.on_complete()
-                    return
-            except BaseException as exc:
-                after_cancel = self._cancelled
-                self._end()
-                if not after_cancel:  # a failure caused by cancel() is not reported
-                    subscriber.on_error(exc)
-                return
-            with self._lock:
-                if demand != MAX_DEMAND:
-                    self._demand -= emitted
-                if not self._again and not self._cancelled and (exhausted or self._demand == 0):
-                    self._scheduled = False
-                    return
+            else:
+                self._terminate(exc)
+            return False
+        with self._lock:
+            if demand != MAX_DEMAND:
+                self._demand -= emitted
+            more = self._demand > 0 and not self._cancelled and not exhausted
+        return more and emitted == _BUDGET  # yield the thread, then go on
+
+    def _deliver(self, item: T) -> bool:
+        """Call ``on_next``; if it raised, end the stream, log, and return ``False`` (rule 2.13)."""
+        try:
+            self._subscriber.on_next(item)
+        except BaseException as exc:
+            self._end()
+            report(exc, f"on_next of {self._subscriber!r} raised (rule 2.13)")
+            return False
+        return True

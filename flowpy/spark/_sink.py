@@ -10,7 +10,8 @@ from concurrent.futures import Future, InvalidStateError
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, get_args
 
-from flowpy.executors import as_execute, default_executor
+from flowpy._signals import call_subscription
+from flowpy.executors import DEFAULT, resolve_execute
 from flowpy.spark._arrow import ArrowBatches, SchemaLike
 from flowpy.spark._batching import BatchingSubscriber, Row, Terminal
 
@@ -179,12 +180,13 @@ class ParquetSink(BatchingSubscriber):
                 (refuse a path that holds data); applied before the first batch.
 
         Raises:
-            TypeError: if ``spark`` or ``path`` is ``None``, or ``schema`` has the wrong type.
-            ValueError: if ``batch_size`` is not a positive int or ``mode`` is unknown.
+            TypeError: if ``spark`` or ``path`` is ``None``, ``schema`` has the wrong type,
+                or ``batch_size`` is not an int.
+            ValueError: if ``batch_size`` is not positive or ``mode`` is unknown.
         """
         if spark is None or path is None:
             raise TypeError("spark and path must not be None")
-        super().__init__(batch_size, as_execute(default_executor()))
+        super().__init__(batch_size, resolve_execute(DEFAULT))
         if mode not in get_args(WriteMode):
             raise ValueError(f"mode must be one of 'append', 'overwrite', 'error', got {mode!r}")
         self._path = str(path)
@@ -243,7 +245,7 @@ class ParquetSink(BatchingSubscriber):
             return
         if terminal is False:
             assert self._upstream is not None
-            self._upstream.request(self._batch_size)  # only after the last commit
+            call_subscription(self._upstream, self._batch_size)  # only after the last commit
         elif terminal is True:
             stats = SinkStats(self._rows, self._committed, time.perf_counter() - self._started)
             self._settle(lambda: self._result.set_result(stats))
@@ -267,7 +269,7 @@ class ParquetSink(BatchingSubscriber):
     def _fail(self, exc: BaseException, what: str) -> None:
         upstream = self._stop()
         if upstream is not None:
-            upstream.cancel()
+            call_subscription(upstream, None)
         error = self._error(f"{what}: {exc!r}")
         error.__cause__ = exc
         self._settle(lambda: self._result.set_exception(error))
@@ -288,7 +290,7 @@ class ParquetSink(BatchingSubscriber):
         if result.cancelled():
             upstream = self._stop()
             if upstream is not None:
-                upstream.cancel()
+                call_subscription(upstream, None)
 
     def __repr__(self) -> str:
         return f"<ParquetSink path={self._path!r} batch_size={self._batch_size} mode={self._mode!r}>"

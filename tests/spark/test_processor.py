@@ -127,8 +127,10 @@ def test_processor_second_subscriber_gets_on_error(spark: Any) -> None:
 @pytest.mark.parametrize(
     ("kwargs", "kind", "message"),
     [
-        ({"batch_size": 0}, ValueError, r"^batch_size must be a positive int, got 0$"),
-        ({"max_batches_in_flight": 0}, ValueError, r"^max_batches_in_flight must be a positive int, got 0$"),
+        ({"batch_size": 0}, ValueError, r"^batch_size must be positive, got 0$"),
+        ({"max_batches_in_flight": 0}, ValueError, r"^max_batches_in_flight must be positive, got 0$"),
+        ({"max_batches_in_flight": 1.5}, TypeError, r"^max_batches_in_flight must be an int, got 1\.5$"),
+        ({"executor": None}, TypeError, r"^executor must not be None; leave it out to use the default executor$"),
         ({"transform": 3}, TypeError, r"^transform must be a callable DataFrame -> DataFrame, got 3$"),
     ],
 )

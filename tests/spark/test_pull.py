@@ -116,6 +116,22 @@ def test_pull_source_failure_signals_on_error() -> None:
     assert isinstance(recorder.error, OSError) and recorder.kinds() == ["on_subscribe", "on_error"]
 
 
+def test_pull_raising_on_next_is_logged_and_ends_the_stream(caplog: pytest.LogCaptureFixture) -> None:
+    def hook(item: int) -> None:
+        if item == 1:
+            raise KeyError(item)
+
+    executor = ManualExecutor()
+    publisher = _RangePublisher(10, executor)
+    recorder = Recorder(initial=5, on_next_hook=hook)
+    publisher.subscribe(recorder)
+    with caplog.at_level("ERROR", logger="flowpy"):
+        executor.run_all()
+    assert recorder.items == [0, 1] and not recorder.done.is_set()
+    assert publisher.subscriptions[0].released == 1
+    assert any("raised (rule 2.13)" in record.getMessage() for record in caplog.records)
+
+
 def test_pull_empty_source_waits_for_signal() -> None:
     """A source that has nothing yet returns EMPTY and calls signal() when items come."""
     queue: list[int] = []

@@ -213,15 +213,15 @@ def test_sink_cancelling_result_cancels_upstream(spark: Any, tmp_path: Path) -> 
 
 
 @pytest.mark.parametrize(
-    ("kwargs", "message"),
+    ("kwargs", "kind", "message"),
     [
-        ({"batch_size": 0}, r"^batch_size must be a positive int, got 0$"),
-        ({"batch_size": True}, r"^batch_size must be a positive int, got True$"),
-        ({"mode": "ignore"}, r"^mode must be one of 'append', 'overwrite', 'error', got 'ignore'$"),
+        ({"batch_size": 0}, ValueError, r"^batch_size must be positive, got 0$"),
+        ({"batch_size": True}, TypeError, r"^batch_size must be an int, got True$"),
+        ({"mode": "ignore"}, ValueError, r"^mode must be one of 'append', 'overwrite', 'error', got 'ignore'$"),
     ],
 )
-def test_sink_bad_arguments_raise_value_error(spark: Any, kwargs: dict[str, Any], message: str) -> None:
-    with pytest.raises(ValueError, match=message):
+def test_sink_bad_arguments_raise(spark: Any, kwargs: dict[str, Any], kind: type, message: str) -> None:
+    with pytest.raises(kind, match=message):
         ParquetSink(spark, "/unused", **kwargs)
 
 
