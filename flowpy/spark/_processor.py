@@ -114,6 +114,8 @@ class SparkProcessor(BatchingSubscriber, Processor[Row, dict[str, Any]]):
             self._fail(exc, cancel_upstream=True)
             return False
         with self._lock:
+            if self._stopped:  # cancelled or failed while Spark worked
+                return False
             if results:
                 self._results.append(deque(results))
             else:

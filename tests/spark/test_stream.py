@@ -99,3 +99,9 @@ def test_stream_slow_subscriber_slows_the_query_and_gets_every_row(spark: Any, t
     fast = statistics.median(rates[b] for b in (1, 2, 3))
     slow = max(rates[b] for b in slow_batches)
     assert slow * 3 < fast, f"rows/s while slow {slow:.0f}, while fast {fast:.0f}"
+
+
+def test_stream_static_dataframe_is_refused(spark: Any) -> None:
+    message = r"^streaming_df must be a streaming DataFrame \(spark\.readStream\), got DataFrame\[id: bigint\]$"
+    with pytest.raises(ValueError, match=message):
+        publish_stream(spark.range(3))
