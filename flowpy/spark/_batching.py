@@ -102,6 +102,16 @@ class BatchingSubscriber(Subscriber[Row]):
         if start:
             self._execute(self._work)
 
+    def on_error(self, error: BaseException) -> None:
+        """Hand ``error`` to :meth:`_upstream_failed`.
+
+        Raises:
+            TypeError: if ``error`` is ``None`` (rule 2.13).
+        """
+        if error is None:
+            raise TypeError("error must not be None (rule 2.13)")
+        self._upstream_failed(error)
+
     def on_complete(self) -> None:
         """Send the last partial batch to the worker, then end."""
         self._end(True)
@@ -123,6 +133,10 @@ class BatchingSubscriber(Subscriber[Row]):
 
     def _subscribed(self) -> None:
         """Hook: the upstream subscription arrived. Default: nothing."""
+
+    def _upstream_failed(self, error: BaseException) -> None:
+        """Hook: upstream signalled ``error``. Default: finish the batches, then ``_idle(error)``."""
+        self._end(error)
 
     @abstractmethod
     def _process(self, batch: list[Row]) -> bool:

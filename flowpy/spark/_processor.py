@@ -94,15 +94,8 @@ class SparkProcessor(BatchingSubscriber, Processor[Row, dict[str, Any]]):
 
     # -- Upstream side (Subscriber) ---------------------------------------------
 
-    def on_error(self, error: BaseException) -> None:
-        """Pass ``error`` downstream at once.
-
-        Raises:
-            TypeError: if ``error`` is ``None`` (rule 2.13).
-        """
-        if error is None:
-            raise TypeError("error must not be None (rule 2.13)")
-        self._fail(error, cancel_upstream=False)
+    def _upstream_failed(self, error: BaseException) -> None:
+        self._fail(error, cancel_upstream=False)  # at once: results not yet delivered are dropped
 
     def _subscribed(self) -> None:
         self._refill()

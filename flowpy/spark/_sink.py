@@ -211,16 +211,6 @@ class ParquetSink(BatchingSubscriber):
         """The output directory."""
         return self._path
 
-    def on_error(self, error: BaseException) -> None:
-        """Write the rows received so far, then fail :attr:`result` with ``error`` as cause.
-
-        Raises:
-            TypeError: if ``error`` is ``None`` (rule 2.13).
-        """
-        if error is None:
-            raise TypeError("error must not be None (rule 2.13)")
-        self._end(error)
-
     # -- The worker -----------------------------------------------------------------
 
     def _subscribed(self) -> None:
