@@ -585,28 +585,25 @@ def test_on_error_and_on_complete_exceptions_are_ignored() -> None:
 # --- request / cancel ---------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("n", [0, -1, -(2**63)])
-def test_request_non_positive_signals_value_error_citing_rule_3_9(n: int) -> None:
+@pytest.mark.parametrize(
+    ("n", "error_type", "message"),
+    [
+        *[(n, ValueError, f"non-positive subscription request: n must be > 0 (rule 3.9), got {n}")
+          for n in (0, -1, -(2**63))],
+        *[(n, TypeError, f"subscription request must be an int (rule 3.9), got {n!r}")
+          for n in ("3", 1.0, None, True)],
+    ],
+)
+def test_invalid_request_signals_error_citing_rule_3_9(n: Any, error_type: type, message: str) -> None:
     publisher, executor = manual()
     recorder = Recorder()
     publisher.subscribe(recorder)
     executor.run_all()
     recorder.subscription.request(n)  # type: ignore[union-attr]
     executor.run_all()
-    assert isinstance(recorder.error, ValueError)
-    assert str(recorder.error) == f"non-positive subscription request: n must be > 0 (rule 3.9), got {n}"
-
-
-@pytest.mark.parametrize("n", ["3", 1.0, None, True])
-def test_request_non_int_signals_type_error(n: Any) -> None:
-    publisher, executor = manual()
-    recorder = Recorder()
-    publisher.subscribe(recorder)
-    executor.run_all()
-    recorder.subscription.request(n)  # type: ignore[union-attr]
-    executor.run_all()
-    assert isinstance(recorder.error, TypeError)
-    assert str(recorder.error) == f"subscription request must be an int (rule 3.9), got {n!r}"
+    assert type(recorder.error) is error_type
+    assert str(recorder.error) == message
+    assert recorder.kinds() == ["on_subscribe", "on_error"]
 
 
 def test_demand_saturates_at_long_max() -> None:
