@@ -184,6 +184,7 @@ def test_pull_requests_from_on_next_and_cancel_from_another_thread(
     recorder = Recorder(initial=first, on_next_hook=on_next)
     publisher.subscribe(recorder)
     if cancel_at is not None and cancel_at <= total:
+        assert recorder.subscribed.wait(10)  # on_subscribe arrives on the pool, maybe after subscribe returned
         arrivals.wait_for(min(cancel_at, first), timeout=10)
         recorder.cancel()
     else:
