@@ -35,11 +35,13 @@ class EitherConsumer(flow.Subscriber[Any], rs.Subscriber[Any]):
         self.completions += 1
 
 
-class FlowOnlySubscriber(flow.Subscriber[Any]):
+class SignalRecorder:
+    """Records the four signals; mixed into a subscriber of one API or the other."""
+
     def __init__(self) -> None:
         self.signals: list[tuple[str, Any]] = []
 
-    def on_subscribe(self, subscription: flow.Subscription) -> None:
+    def on_subscribe(self, subscription: Any) -> None:
         self.signals.append(("on_subscribe", subscription))
 
     def on_next(self, item: Any) -> None:
@@ -52,21 +54,12 @@ class FlowOnlySubscriber(flow.Subscriber[Any]):
         self.signals.append(("on_complete", None))
 
 
-class RsOnlySubscriber(rs.Subscriber[Any]):
-    def __init__(self) -> None:
-        self.signals: list[tuple[str, Any]] = []
+class FlowOnlySubscriber(SignalRecorder, flow.Subscriber[Any]):
+    """Implements the Flow API only."""
 
-    def on_subscribe(self, subscription: rs.Subscription) -> None:
-        self.signals.append(("on_subscribe", subscription))
 
-    def on_next(self, item: Any) -> None:
-        self.signals.append(("on_next", item))
-
-    def on_error(self, error: BaseException) -> None:
-        self.signals.append(("on_error", error))
-
-    def on_complete(self) -> None:
-        self.signals.append(("on_complete", None))
+class RsOnlySubscriber(SignalRecorder, rs.Subscriber[Any]):
+    """Implements the Reactive Streams API only."""
 
 
 class RsMulticastPublisher(rs.Publisher[Any]):
