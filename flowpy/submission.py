@@ -36,6 +36,7 @@ from types import TracebackType
 from typing import Final, Generic, TypeVar
 
 from flowpy._buffered import BufferedSubscription, Handler
+from flowpy._checks import require_positive_int
 from flowpy._consumer import subscribe_future
 from flowpy.errors import ClosedPublisherError, DuplicateSubscriptionError
 from flowpy.executors import DEFAULT, Default, Executor, default_executor, resolve_execute
@@ -63,6 +64,7 @@ DropHandler = Callable[[Subscriber[T], T], bool]
 # their turn on self._turn, so the order is kept; close(), subscribe() and the
 # queries can take the lock meanwhile, which is how close() returns at once
 # and wakes the blocked producer.
+
 
 def _round_capacity(capacity: int) -> int:
     """Round up to a power of two, at least 1 and at most BUFFER_CAPACITY_LIMIT."""
@@ -98,10 +100,7 @@ class SubmissionPublisher(Publisher[T], Generic[T]):
         handler: Handler[T] | None = None,
     ) -> None:
         self._execute = resolve_execute(executor)
-        if not isinstance(max_buffer_capacity, int) or isinstance(max_buffer_capacity, bool):
-            raise TypeError(f"max_buffer_capacity must be an int, got {max_buffer_capacity!r}")
-        if max_buffer_capacity <= 0:
-            raise ValueError(f"max_buffer_capacity must be positive, got {max_buffer_capacity!r}")
+        require_positive_int(max_buffer_capacity, "max_buffer_capacity")
         if handler is not None and not callable(handler):
             raise TypeError(f"handler must be callable or None, got {handler!r}")
         self._executor: Executor = default_executor() if executor is DEFAULT else executor
