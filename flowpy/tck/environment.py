@@ -24,7 +24,6 @@ import os
 import sys
 import threading
 import time
-import unittest
 from typing import NoReturn, TypeVar
 
 from flowpy import flow
@@ -36,6 +35,7 @@ from flowpy.tck.signals import (
     Receptacle,
     SubscriberBufferOverflowError,
 )
+from flowpy.tck.skips import SkipTest, skip
 
 __all__ = [
     "DEFAULT_TIMEOUT_MILLIS",
@@ -53,35 +53,12 @@ __all__ = [
     "TestException",
     "TestSubscriber",
     "skip",
-    "skip_exceptions",
 ]
 
 T = TypeVar("T")
 
 DEFAULT_TIMEOUT_MILLIS = 100
 """The Java TCK's default for all three timeouts."""
-
-SkipTest = unittest.SkipTest
-"""Raised to skip a test when pytest is not loaded; pytest and the runner report it as skipped."""
-
-
-def skip(reason: str) -> NoReturn:
-    """Skip the running test with ``reason``.
-
-    Under pytest this is ``pytest.skip(reason)``, so that the report points
-    at the test; otherwise it raises :data:`SkipTest`. pytest is never imported
-    here, only used when something else already has.
-    """
-    pytest = sys.modules.get("pytest")
-    if pytest is not None:
-        pytest.skip(reason)
-    raise SkipTest(reason)
-
-
-def skip_exceptions() -> tuple[type[BaseException], ...]:
-    """The exception types that mean "skipped": :data:`SkipTest`, and pytest's when it is loaded."""
-    pytest = sys.modules.get("pytest")
-    return (SkipTest,) if pytest is None else (SkipTest, pytest.skip.Exception)
 
 
 class TestException(RuntimeError):
@@ -204,6 +181,21 @@ class TestEnvironment:
         """Record a failure and raise it as :class:`AssertionError`."""
         self.flop(message)
         raise AssertionError(message)
+
+    def flop_and_raise_first(self, message: str) -> NoReturn:
+        """Record a failure, then raise the first failure recorded in this test.
+
+        Where the Java TCK only records a failure and goes on, so that the
+        test's final check reports the *first* recorded error, this stops at
+        once yet reports the same error: a symptom (a timeout) never hides
+        its cause (an illegal signal recorded before it).
+
+        Raises:
+            AssertionError: as :meth:`verify_no_async_errors_no_delay`.
+        """
+        self.flop(message)
+        self.verify_no_async_errors_no_delay()
+        raise AssertionError(message)  # only if the errors were cleared concurrently
 
     @property
     def async_errors(self) -> list[BaseException]:

@@ -11,15 +11,16 @@ import argparse
 import importlib
 import sys
 import traceback
+import unittest
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, TextIO
 
 from flowpy import adapters, flow
 from flowpy import reactivestreams as rs
 from flowpy.tck._base import Verification, rule_of, verification_tests
-from flowpy.tck.environment import TestEnvironment, skip_exceptions
+from flowpy.tck.environment import TestEnvironment
 from flowpy.tck.identity_processor import IdentityProcessorVerification
 from flowpy.tck.publisher_verification import PublisherVerification
 from flowpy.tck.subscriber_blackbox import SubscriberBlackboxVerification
@@ -43,29 +44,42 @@ class Outcome:
     Attributes:
         rule: the spec rule, ``"1.9"``, or ``""`` for setup tests.
         test: the test's method name.
-        status: passed, failed or skipped.
+        status: the outcome: passed, failed or skipped.
         message: the failure or skip reason (``""`` when passed).
+        exception: what the test raised: the :class:`~flowpy.tck.SkipTest`
+            of a skip, the ``AssertionError`` (or other exception) of a
+            failure; ``None`` when passed. Not compared.
     """
 
     rule: str
     test: str
     status: Status
     message: str
+    exception: BaseException | None = field(default=None, compare=False)
+
+    @property
+    def passed(self) -> bool:
+        """Whether the test passed."""
+        return self.status is Status.PASSED
 
 
 def run_test(verification: type[Verification], name: str) -> Outcome:
-    """Run one test of ``verification`` on a fresh instance, as pytest would."""
+    """Run one test of ``verification`` on a fresh instance, as pytest would.
+
+    Returns:
+        The :class:`Outcome`: skipped on :class:`~flowpy.tck.SkipTest` (any
+        :class:`unittest.SkipTest`), failed
+        on any other :class:`Exception`, else passed.
+    """
     instance = verification()
-    skipped = skip_exceptions()
     try:
         instance.setup_method(getattr(instance, name))
         getattr(instance, name)()
-    except skipped as exc:
-        reason = getattr(exc, "msg", None)  # pytest's carries it in msg
-        return Outcome(rule_of(name), name, Status.SKIPPED, str(exc) if reason is None else str(reason))
+    except unittest.SkipTest as exc:  # the TCK's SkipTest, or one raised by the code under test
+        return Outcome(rule_of(name), name, Status.SKIPPED, str(exc), exc)
     except Exception as exc:  # a failing test, whatever it raised
         message = str(exc) if isinstance(exc, AssertionError) and str(exc) else _describe(exc)
-        return Outcome(rule_of(name), name, Status.FAILED, message)
+        return Outcome(rule_of(name), name, Status.FAILED, message, exc)
     return Outcome(rule_of(name), name, Status.PASSED, "")
 
 
