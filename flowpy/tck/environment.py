@@ -111,7 +111,7 @@ class TestEnvironment:
         timeout = (
             default_timeout_millis
             if default_timeout_millis is not None
-            else _env_millis("DEFAULT_TIMEOUT_MILLIS", DEFAULT_TIMEOUT_MILLIS)
+            else self.env_default_timeout_millis()
         )
         no_signals = (
             default_no_signals_timeout_millis
@@ -144,6 +144,43 @@ class TestEnvironment:
         )
 
     # --- Timeouts ---------------------------------------------------------
+
+    @staticmethod
+    def env_default_timeout_millis() -> int:
+        """The default timeout configured for the process, in milliseconds.
+
+        The environment variable ``DEFAULT_TIMEOUT_MILLIS``, else
+        :data:`DEFAULT_TIMEOUT_MILLIS` (100); what ``TestEnvironment()`` uses
+        when no timeout is passed (Java's ``envDefaultTimeoutMillis()``).
+
+        Raises:
+            ValueError: if the variable is set and not an integer.
+        """
+        return _env_millis("DEFAULT_TIMEOUT_MILLIS", DEFAULT_TIMEOUT_MILLIS)
+
+    @staticmethod
+    def env_default_no_signals_timeout_millis() -> int:
+        """The no-signals timeout configured for the process, in milliseconds.
+
+        The variable ``DEFAULT_NO_SIGNALS_TIMEOUT_MILLIS``, else
+        :meth:`env_default_timeout_millis` (Java's ``envDefaultNoSignalsTimeoutMillis()``).
+
+        Raises:
+            ValueError: if a variable is set and not an integer.
+        """
+        return _env_millis("DEFAULT_NO_SIGNALS_TIMEOUT_MILLIS", TestEnvironment.env_default_timeout_millis())
+
+    @staticmethod
+    def env_default_poll_timeout_millis() -> int:
+        """The poll timeout configured for the process, in milliseconds.
+
+        The variable ``DEFAULT_POLL_TIMEOUT_MILLIS``, else
+        :meth:`env_default_timeout_millis` (Java's ``envDefaultPollTimeoutMillis()``).
+
+        Raises:
+            ValueError: if a variable is set and not an integer.
+        """
+        return _env_millis("DEFAULT_POLL_TIMEOUT_MILLIS", TestEnvironment.env_default_timeout_millis())
 
     @property
     def default_timeout_millis(self) -> int:
