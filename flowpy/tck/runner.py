@@ -26,7 +26,7 @@ from flowpy.tck.publisher_verification import PublisherVerification
 from flowpy.tck.subscriber_blackbox import SubscriberBlackboxVerification
 from flowpy.tck.subscriber_whitebox import SubscriberWhiteboxVerification
 
-__all__ = ["KINDS", "Outcome", "Status", "main", "run_test", "run_verification", "verification_for"]
+__all__ = ["KINDS", "Outcome", "Status", "main", "run_callable", "run_test", "run_verification", "verification_for"]
 
 
 class Status(Enum):
@@ -67,14 +67,27 @@ def run_test(verification: type[Verification], name: str) -> Outcome:
     """Run one test of ``verification`` on a fresh instance, as pytest would.
 
     Returns:
-        The :class:`Outcome`: skipped on :class:`~flowpy.tck.SkipTest` (any
-        :class:`unittest.SkipTest`), failed
-        on any other :class:`Exception`, else passed.
+        The :class:`Outcome`, as :func:`run_callable` classifies it.
     """
     instance = verification()
-    try:
+
+    def body() -> None:
         instance.setup_method(getattr(instance, name))
         getattr(instance, name)()
+
+    return run_callable(name, body)
+
+
+def run_callable(name: str, body: Callable[[], object]) -> Outcome:
+    """Run ``body`` as the test ``name`` and classify how it ended.
+
+    Returns:
+        The :class:`Outcome`: skipped on :class:`~flowpy.tck.SkipTest` (any
+        :class:`unittest.SkipTest`), failed on any other :class:`Exception`,
+        else passed.
+    """
+    try:
+        body()
     except unittest.SkipTest as exc:  # the TCK's SkipTest, or one raised by the code under test
         return Outcome(rule_of(name), name, Status.SKIPPED, str(exc), exc)
     except Exception as exc:  # a failing test, whatever it raised

@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+import contextlib
+import itertools
+import random
 import threading
+from collections.abc import Callable
 from typing import Any, TypeVar
 
 from flowpy import flow
+from flowpy.executors import Executor, as_execute
+from flowpy.tck import TestException
 from tests.tck.reference import (
     IdentityProcessor,
     MulticastProcessor,
@@ -15,6 +21,8 @@ from tests.tck.reference import (
 )
 
 T = TypeVar("T")
+
+LONG_MAX = 2**63 - 1
 
 
 # --- Publishers ----------------------------------------------------------------------
@@ -301,3 +309,423 @@ class ErrorToFirstOnlyProcessor(MulticastProcessor[T]):
 def over_delivering_publisher(elements: int) -> Any:
     """The runner's factory for :class:`OverDeliveringPublisher`."""
     return OverDeliveringPublisher(0, elements)
+
+
+# --- Building blocks of the upstream self-tests (PublisherVerificationTest & co.) ------
+
+
+class NoopSubscription(flow.Subscription):
+    """A subscription that ignores ``request`` and ``cancel``."""
+
+    def request(self, n: int) -> None:
+        return None
+
+    def cancel(self) -> None:
+        return None
+
+
+class CallbackPublisher(flow.Publisher[int]):
+    """A publisher whose ``subscribe`` only calls ``on_subscribe_call(subscriber)``: any behaviour, no checks."""
+
+    def __init__(self, on_subscribe_call: Callable[[flow.Subscriber[int]], None]) -> None:
+        self._call = on_subscribe_call
+
+    def subscribe(self, subscriber: flow.Subscriber[int]) -> None:
+        self._call(subscriber)
+
+
+def subscription_publisher(make: Callable[[flow.Subscriber[int]], flow.Subscription]) -> CallbackPublisher:
+    """A publisher that gives each subscriber ``make(subscriber)`` and does nothing more."""
+    return CallbackPublisher(lambda subscriber: subscriber.on_subscribe(make(subscriber)))
+
+
+def noop_publisher() -> CallbackPublisher:
+    """Rules 1.1, 1.2: subscribes, then never signals anything."""
+    return subscription_publisher(lambda subscriber: NoopSubscription())
+
+
+class _ErrorOnRequest(NoopSubscription):
+    def __init__(self, subscriber: flow.Subscriber[int]) -> None:
+        self.subscriber = subscriber
+
+    def request(self, n: int) -> None:
+        self.subscriber.on_error(TestException())
+
+
+def on_erroring_publisher() -> CallbackPublisher:
+    """Rule 3.2: every ``request`` is answered with ``on_error(TestException())``."""
+    return subscription_publisher(_ErrorOnRequest)
+
+
+class _DemandIgnoring(NoopSubscription):
+    def __init__(self, subscriber: flow.Subscriber[int]) -> None:
+        self.subscriber = subscriber
+
+    def request(self, n: int) -> None:
+        i = 0
+        while i <= n:  # one too many, on the caller's thread
+            self.subscriber.on_next(i)
+            i += 1
+
+
+def demand_ignoring_publisher() -> CallbackPublisher:
+    """Rules 1.1, 3.6: ``request(n)`` sends ``0..n`` at once (one more than asked), even after cancel."""
+    return subscription_publisher(_DemandIgnoring)
+
+
+class AsyncDemandIgnoringPublisher(flow.Publisher[int]):
+    """Rules 1.1, 1.3, 3.12: each of the first two requests floods ``on_next`` from ``pool`` threads.
+
+    Each flood sends ``0..min(n, FLOOD_LIMIT)``, every element in a task of
+    its own, so the subscriber is called concurrently and beyond demand for
+    small ``n``. The limit keeps two floods (22 elements) inside the test
+    subscriber's buffer (32). Exceptions from ``on_next`` are swallowed, as
+    in the upstream self-test.
+    """
+
+    FLOOD_LIMIT = 10
+
+    def __init__(self, pool: Executor) -> None:
+        self._execute = as_execute(pool)
+        self._floods = itertools.count()
+
+    def subscribe(self, subscriber: flow.Subscriber[int]) -> None:
+        publisher = self
+
+        class Flooding(NoopSubscription):
+            def request(self, n: int) -> None:
+                while next(publisher._floods) < 2:
+                    publisher._try_execute(lambda n=n: publisher._flood(subscriber, n))  # type: ignore[misc]
+
+        subscriber.on_subscribe(Flooding())
+
+    def _try_execute(self, task: Callable[[], None]) -> bool:
+        try:
+            self._execute(task)
+        except RuntimeError:  # the pool was shut down: the test is over
+            return False
+        return True
+
+    def _flood(self, subscriber: flow.Subscriber[int], n: int) -> None:
+        for i in range(min(n, self.FLOOD_LIMIT) + 1):
+            if not self._try_execute(lambda i=i: self._send(subscriber, i)):  # type: ignore[misc]
+                return
+
+    @staticmethod
+    def _send(subscriber: flow.Subscriber[int], element: int) -> None:
+        try:
+            subscriber.on_next(element)
+        except Exception:  # e.g. the test subscriber's buffer overflowing: not what these tests look at
+            return
+
+
+class ConcurrentSignallingPublisher(flow.Publisher[int]):
+    """Rule 1.3: each request starts signalling tasks on ``pool`` (ten in all), which call ``on_next`` at once.
+
+    ``start`` makes the tasks wait for each other, so that they signal concurrently.
+    """
+
+    SIGNALLERS = 10
+
+    def __init__(self, pool: Executor) -> None:
+        self._execute = as_execute(pool)
+        self._started = itertools.count()
+        self._start = threading.Barrier(2)
+
+    def subscribe(self, subscriber: flow.Subscriber[int]) -> None:
+        publisher = self
+
+        class Signalling(NoopSubscription):
+            def request(self, n: int) -> None:
+                while next(publisher._started) < publisher.SIGNALLERS:
+                    publisher._execute(lambda n=n: publisher._signal(subscriber, n))  # type: ignore[misc]
+
+        subscriber.on_subscribe(Signalling())
+
+    def _signal(self, subscriber: flow.Subscriber[int], n: int) -> None:
+        with contextlib.suppress(threading.BrokenBarrierError):  # a lone signaller signals anyway
+            self._start.wait(1)
+        for i in range(n):
+            subscriber.on_next(i)
+
+
+class _SynchronousCompleting(NoopSubscription):
+    def __init__(self, subscriber: flow.Subscriber[int]) -> None:
+        self.subscriber = subscriber
+        self.element = 0
+
+    def request(self, n: int) -> None:
+        for _ in range(n):
+            self.subscriber.on_next(self.element)
+            self.element += 1
+        self.subscriber.on_complete()
+
+
+def synchronous_completing_publisher() -> CallbackPublisher:
+    """A correct-enough publisher for rule 1.3: ``request(n)`` sends ``n`` elements and ``on_complete``, inline."""
+    return subscription_publisher(_SynchronousCompleting)
+
+
+class _NeverCompleting(NoopSubscription):
+    def __init__(self, subscriber: flow.Subscriber[int]) -> None:
+        self.subscriber = subscriber
+        self.element = 0
+
+    def request(self, n: int) -> None:
+        for _ in range(n):
+            self.subscriber.on_next(self.element)
+            self.element += 1
+
+
+def never_completing_publisher() -> CallbackPublisher:
+    """Rule 1.5: sends what is requested, inline, and never ``on_complete``."""
+    return subscription_publisher(_NeverCompleting)
+
+
+def eager_on_complete_publisher() -> CallbackPublisher:
+    """Rule 1.9: ``on_complete`` without ``on_subscribe`` first."""
+    return CallbackPublisher(lambda subscriber: subscriber.on_complete())
+
+
+def empty_publisher() -> CallbackPublisher:
+    """An empty publisher that completes synchronously inside ``subscribe``, after ``on_subscribe``."""
+
+    def subscribe(subscriber: flow.Subscriber[int]) -> None:
+        subscriber.on_subscribe(NoopSubscription())
+        subscriber.on_complete()
+
+    return CallbackPublisher(subscribe)
+
+
+class _CompletingButServing(NoopSubscription):
+    def __init__(self, subscriber: flow.Subscriber[int]) -> None:
+        self.subscriber = subscriber
+        self.completed = False
+
+    def request(self, n: int) -> None:
+        self.subscriber.on_next(0)
+        if not self.completed:
+            self.completed = True
+            self.subscriber.on_complete()
+
+
+def completing_but_serving_publisher() -> CallbackPublisher:
+    """Rule 1.7: completes after the first element, then sends one more per request."""
+    return subscription_publisher(_CompletingButServing)
+
+
+def doing_nothing_publisher() -> CallbackPublisher:
+    """Rules 1.9: ``subscribe`` neither calls ``on_subscribe`` nor raises, even for ``None``."""
+    return CallbackPublisher(lambda subscriber: None)
+
+
+def busy_failed_publisher() -> CallbackPublisher:
+    """A correct failed publisher: ``on_subscribe``, then ``on_error`` (rules 1.4, 1.9)."""
+
+    def subscribe(subscriber: flow.Subscriber[int]) -> None:
+        subscriber.on_subscribe(NoopSubscription())
+        subscriber.on_error(RuntimeError("Sorry, I'm busy now. Call me later."))
+
+    return CallbackPublisher(subscribe)
+
+
+def silent_failed_publisher() -> CallbackPublisher:
+    """Rule 1.9: the failed publisher calls ``on_subscribe`` and never ``on_error``."""
+    return noop_publisher()
+
+
+def throwing_failed_publisher() -> CallbackPublisher:
+    """Rule 1.4: the failed publisher raises from ``subscribe`` instead of signalling ``on_error``."""
+
+    def subscribe(subscriber: flow.Subscriber[int]) -> None:
+        raise RuntimeError("It is not valid to throw here!")
+
+    return CallbackPublisher(subscribe)
+
+
+class MultiSubscribersPublisher(flow.Publisher[int]):
+    """Serves ``elements`` in all to any number of subscribers; with ``blow_up``, every subscriber
+    after the first gets ``on_error(RuntimeError("Unexpected additional subscriber"))`` (rule 1.11)."""
+
+    def __init__(self, elements: int, *, blow_up: bool) -> None:
+        self._blow_up = blow_up
+        self._lock = threading.Lock()
+        self._source = elements  # guarded by self._lock; the stream completes below zero
+        self._subscriptions: list[flow.Subscription] = []  # guarded by self._lock
+
+    def subscribe(self, subscriber: flow.Subscriber[int]) -> None:
+        publisher = self
+
+        class Cancelable(flow.Subscription):
+            def __init__(self) -> None:
+                self.subscriber: flow.Subscriber[int] | None = subscriber
+                self.cancelled = False
+
+            def request(self, n: int) -> None:
+                for i in range(n):
+                    target = self.subscriber
+                    if self.cancelled or target is None:
+                        return
+                    with publisher._lock:
+                        left = publisher._source
+                        publisher._source -= 1
+                    if left < 0:
+                        self.cancelled = True
+                        target.on_complete()
+                    else:
+                        target.on_next(i)
+
+            def cancel(self) -> None:
+                self.cancelled = True
+                self.subscriber = None
+                with publisher._lock:
+                    if self in publisher._subscriptions:
+                        publisher._subscriptions.remove(self)
+
+        subscription = Cancelable()
+        subscriber.on_subscribe(subscription)
+        with self._lock:
+            refused = self._blow_up and bool(self._subscriptions)
+            if not refused:
+                self._subscriptions.append(subscription)
+        if refused:
+            subscriber.on_error(RuntimeError("Unexpected additional subscriber"))
+
+
+class _RandomElements(NoopSubscription):
+    def __init__(self, subscriber: flow.Subscriber[int]) -> None:
+        self.subscriber = subscriber
+
+    def request(self, n: int) -> None:
+        for _ in range(n):
+            self.subscriber.on_next(random.getrandbits(31))
+
+
+def random_elements_publisher() -> CallbackPublisher:
+    """Rule 1.11 (multicast): every subscriber gets different, random elements."""
+    return subscription_publisher(_RandomElements)
+
+
+class _NextOnRequest(NoopSubscription):
+    def __init__(self, subscriber: flow.Subscriber[int]) -> None:
+        self.subscriber = subscriber
+
+    def request(self, n: int) -> None:
+        self.subscriber.on_next(0)  # inside request: recursion without bound
+
+
+def recursing_publisher() -> CallbackPublisher:
+    """Rule 3.3: ``request`` calls ``on_next`` inline, so ``on_next -> request -> on_next`` recurses."""
+    return subscription_publisher(_NextOnRequest)
+
+
+class _ErrorOnCancel(NoopSubscription):
+    def __init__(self, subscriber: flow.Subscriber[int]) -> None:
+        self.subscriber = subscriber
+
+    def cancel(self) -> None:
+        self.subscriber.on_error(TestException())
+
+
+def error_on_cancel_publisher() -> CallbackPublisher:
+    """Rule 3.7: ``cancel`` signals ``on_error``."""
+    return subscription_publisher(_ErrorOnCancel)
+
+
+class _RejectingNonPositive(NoopSubscription):
+    def __init__(self, subscriber: flow.Subscriber[int]) -> None:
+        self.subscriber = subscriber
+
+    def request(self, n: int) -> None:
+        if n <= 0:
+            self.subscriber.on_error(ValueError("Illegal request value detected!"))
+
+
+def rejecting_non_positive_publisher() -> CallbackPublisher:
+    """A correct rule 3.9 answer, with a message of its own: ``request(n <= 0)`` signals ``on_error(ValueError)``."""
+    return subscription_publisher(_RejectingNonPositive)
+
+
+class ReferenceHoldingPublisher(flow.Publisher[int]):
+    """Rule 3.13: keeps its last subscriber after ``cancel``; ``request(n)`` sends ``n`` copies of ``n``."""
+
+    def __init__(self) -> None:
+        self.kept: flow.Subscriber[int] | None = None
+
+    def subscribe(self, subscriber: flow.Subscriber[int]) -> None:
+        self.kept = subscriber
+
+        class Sending(NoopSubscription):
+            def request(self, n: int) -> None:
+                for _ in range(n):
+                    subscriber.on_next(n)
+
+        subscriber.on_subscribe(Sending())
+
+
+class _OverflowingDemand(NoopSubscription):
+    # Java's long wraps at 2**63; here demand above 2**63 - 1 stands for it.
+    def __init__(self, subscriber: flow.Subscriber[int], publisher: DemandCountingPublisher) -> None:
+        self.subscriber = subscriber
+        self.publisher = publisher
+
+    def request(self, n: int) -> None:
+        self.publisher.demand += n
+        if self.publisher.demand > LONG_MAX:
+            self.subscriber.on_error(RuntimeError("Illegally signalling onError (violates rule 3.17)"))
+        else:
+            self.subscriber.on_next(0)
+
+
+class _ErrorAtMaxDemand(_OverflowingDemand):
+    def request(self, n: int) -> None:
+        self.publisher.demand += n
+        if self.publisher.demand == LONG_MAX:
+            self.subscriber.on_error(RuntimeError(
+                "Illegally signalling onError too soon! Cumulative demand equal to Long.MAX_VALUE is legal."))
+        self.subscriber.on_next(0)
+
+
+class DemandCountingPublisher(flow.Publisher[int]):
+    """Rule 3.17: sums demand across its subscriptions without saturating at ``2**63 - 1``.
+
+    ``fail_at_max``: signals ``on_error`` as soon as the sum reaches
+    ``2**63 - 1`` (and still sends an element); otherwise once it exceeds it.
+    Each request otherwise sends one ``0``.
+    """
+
+    def __init__(self, *, fail_at_max: bool) -> None:
+        self.demand = 0
+        self._subscription = _ErrorAtMaxDemand if fail_at_max else _OverflowingDemand
+
+    def subscribe(self, subscriber: flow.Subscriber[int]) -> None:
+        subscriber.on_subscribe(self._subscription(subscriber, self))
+
+
+class UnboundedSynchronousPublisher(flow.Publisher[int]):
+    """A correct publisher for rule 3.17: the first request sends elements inline until cancelled.
+
+    ``sent`` counts the elements sent.
+    """
+
+    def __init__(self) -> None:
+        self.sent = 0
+
+    def subscribe(self, subscriber: flow.Subscriber[int]) -> None:
+        publisher = self
+
+        class Unbounded(flow.Subscription):
+            started = False
+            cancelled = False
+
+            def request(self, n: int) -> None:
+                if not self.started:
+                    self.started = True
+                    while not self.cancelled:
+                        subscriber.on_next(publisher.sent)
+                        publisher.sent += 1
+
+            def cancel(self) -> None:
+                self.cancelled = True
+
+        subscriber.on_subscribe(Unbounded())
