@@ -159,11 +159,11 @@ def test_required_spec109_must_issue_on_subscribe_for_non_null_subscriber_must_f
     _require_on_subscribe_first("on_complete")
 
 
-def test_required_spec109_must_issue_on_subscribe_for_non_null_subscriber_must_fail_if_on_next_happens_first() -> None:  # noqa: E501
+def test_required_spec109_must_issue_on_subscribe_for_non_null_subscriber_must_fail_if_on_next_happens_first() -> None:
     _require_on_subscribe_first("on_next")
 
 
-def test_required_spec109_must_issue_on_subscribe_for_non_null_subscriber_must_fail_if_on_error_happens_first() -> None:  # noqa: E501
+def test_required_spec109_must_issue_on_subscribe_for_non_null_subscriber_must_fail_if_on_error_happens_first() -> None:
     _require_on_subscribe_first("on_error")
 
 
