@@ -11,7 +11,7 @@ from typing import Any, TypeVar
 
 from flowpy import flow
 from flowpy.executors import Executor, as_execute
-from flowpy.tck import TestException
+from flowpy.tck import SubscriberPuppet, TestException, WhiteboxSubscriberProbe
 from tests.tck.reference import (
     IdentityProcessor,
     MulticastProcessor,
@@ -729,3 +729,331 @@ class UnboundedSynchronousPublisher(flow.Publisher[int]):
                 self.cancelled = True
 
         subscriber.on_subscribe(Unbounded())
+
+
+# --- Subscribers of the upstream self-tests ----------------------------------------------
+
+
+class NoopSubscriber(flow.Subscriber[int]):
+    """Rules 2.1, 2.13: ignores every signal, ``None`` included, and never requests."""
+
+    def on_subscribe(self, subscription: flow.Subscription) -> None:
+        return None
+
+    def on_next(self, item: int) -> None:
+        return None
+
+    def on_error(self, error: BaseException) -> None:
+        return None
+
+    def on_complete(self) -> None:
+        return None
+
+
+class KeepSubscriptionSubscriber(NoopSubscriber):
+    """A noop subscriber that keeps its (last) subscription."""
+
+    def __init__(self) -> None:
+        self.subscription: flow.Subscription | None = None
+
+    def on_subscribe(self, subscription: flow.Subscription) -> None:
+        self.subscription = subscription
+
+
+def call_subscription(subscription: flow.Subscription | None, call: str) -> None:
+    """``request(1)`` or ``cancel()`` on ``subscription``."""
+    assert subscription is not None
+    if call == "request":
+        subscription.request(1)
+    else:
+        subscription.cancel()
+
+
+class TerminalCallSubscriber(KeepSubscriptionSubscriber):
+    """Rule 2.3: calls ``call`` (``"request"``/``"cancel"``) on its subscription from ``signal``
+    (``"on_complete"``/``"on_error"``)."""
+
+    def __init__(self, call: str, signal: str) -> None:
+        super().__init__()
+        self.call = call
+        self.signal = signal
+
+    def on_error(self, error: BaseException) -> None:
+        if self.signal == "on_error":
+            call_subscription(self.subscription, self.call)
+
+    def on_complete(self) -> None:
+        if self.signal == "on_complete":
+            call_subscription(self.subscription, self.call)
+
+
+class UnrelatedTerminalCall(NoopSubscriber):
+    """Another subscriber whose ``signal`` calls ``call`` on a subscription it does not own."""
+
+    def __init__(self, subscription: flow.Subscription, call: str, signal: str) -> None:
+        self.subscription = subscription
+        self.call = call
+        self.signal = signal
+
+    def fire(self) -> None:
+        """Call its own ``signal`` method (the call is in an ``on_complete``/``on_error``, but not the TCK's)."""
+        if self.signal == "on_complete":
+            self.on_complete()
+        else:
+            self.on_error(TestException())
+
+    def on_error(self, error: BaseException) -> None:
+        call_subscription(self.subscription, self.call)
+
+    def on_complete(self) -> None:
+        call_subscription(self.subscription, self.call)
+
+
+class UnrelatedTerminalCallSubscriber(NoopSubscriber):
+    """A correct subscriber for rule 2.3: from ``on_subscribe`` an unrelated ``on_complete``/``on_error``
+    calls ``request``/``cancel`` on the subscription."""
+
+    def __init__(self, call: str, signal: str) -> None:
+        self.call = call
+        self.signal = signal
+
+    def on_subscribe(self, subscription: flow.Subscription) -> None:
+        UnrelatedTerminalCall(subscription, self.call, self.signal).fire()
+
+
+class RequestingEverySubscriptionSubscriber(KeepSubscriptionSubscriber):
+    """Rule 2.5: requests from every subscription it is given, a second one too."""
+
+    def on_subscribe(self, subscription: flow.Subscription) -> None:
+        super().on_subscribe(subscription)
+        subscription.request(1)
+
+
+class CancellingEverySubscriptionSubscriber(KeepSubscriptionSubscriber):
+    """Cancels every subscription it is given (the first too); counts down ``completed`` on ``on_complete``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.completed = threading.Event()
+
+    def on_subscribe(self, subscription: flow.Subscription) -> None:
+        super().on_subscribe(subscription)
+        subscription.cancel()
+
+    def on_complete(self) -> None:
+        self.completed.set()
+
+
+class RequestingSubscriber(NoopSubscriber):
+    """Requests one element in ``on_subscribe`` and, with ``more``, one per element."""
+
+    def __init__(self, *, more: bool = False) -> None:
+        self.more = more
+        self.subscription: flow.Subscription | None = None
+
+    def on_subscribe(self, subscription: flow.Subscription) -> None:
+        self.subscription = subscription
+        subscription.request(1)
+
+    def on_next(self, item: int) -> None:
+        if self.more and self.subscription is not None:
+            self.subscription.request(1)
+
+
+class ThrowingOnErrorSubscriber(RequestingSubscriber):
+    """Rules 2.10, 2.13: ``on_error`` raises (caused by the error it received)."""
+
+    def on_error(self, error: BaseException) -> None:
+        raise RuntimeError("Wrong, don't do this!") from error
+
+
+# --- Whitebox subscribers of the upstream self-tests -----------------------------------
+
+
+class SimplePuppet(SubscriberPuppet):
+    """A puppet that passes ``trigger_request``/``signal_cancel`` to the subscription."""
+
+    def __init__(self, subscription: flow.Subscription) -> None:
+        self.subscription = subscription
+
+    def trigger_request(self, elements: int) -> None:
+        self.subscription.request(elements)
+
+    def signal_cancel(self) -> None:
+        self.subscription.cancel()
+
+
+class ProbedSubscriber(flow.Subscriber[int]):
+    """The simplest subscriber that reports every signal to its whitebox probe.
+
+    Subclasses break it in one place.
+    """
+
+    def __init__(self, probe: WhiteboxSubscriberProbe[int]) -> None:
+        self.probe = probe
+        self.subscription: flow.Subscription | None = None
+
+    def on_subscribe(self, subscription: flow.Subscription) -> None:
+        self.subscription = subscription
+        self.probe.register_on_subscribe(SimplePuppet(subscription))
+
+    def on_next(self, item: int) -> None:
+        self.probe.register_on_next(item)
+
+    def on_error(self, error: BaseException) -> None:
+        self.probe.register_on_error(error)
+
+    def on_complete(self) -> None:
+        self.probe.register_on_complete()
+
+
+class DeafPuppetSubscriber(ProbedSubscriber):
+    """Whitebox instrumentation bug: the puppet's ``trigger_request`` does nothing."""
+
+    def on_subscribe(self, subscription: flow.Subscription) -> None:
+        self.subscription = subscription
+
+        class Deaf(SimplePuppet):
+            def trigger_request(self, elements: int) -> None:
+                return None
+
+        self.probe.register_on_subscribe(Deaf(subscription))
+
+
+class TerminalCallProbedSubscriber(ProbedSubscriber):
+    """Rule 2.3: calls ``call`` on its subscription from ``signal``; reports ``on_complete`` only."""
+
+    def __init__(self, probe: WhiteboxSubscriberProbe[int], call: str, signal: str) -> None:
+        super().__init__(probe)
+        self.call = call
+        self.signal = signal
+
+    def on_error(self, error: BaseException) -> None:
+        if self.signal == "on_error":
+            call_subscription(self.subscription, self.call)
+
+    def on_complete(self) -> None:
+        if self.signal == "on_complete":
+            call_subscription(self.subscription, self.call)
+        self.probe.register_on_complete()
+
+
+class UnrelatedTerminalCallProbedSubscriber(ProbedSubscriber):
+    """Correct for rule 2.3: an unrelated ``on_complete``/``on_error`` calls its subscription from ``on_subscribe``."""
+
+    def __init__(self, probe: WhiteboxSubscriberProbe[int], call: str, signal: str) -> None:
+        super().__init__(probe)
+        self.call = call
+        self.signal = signal
+
+    def on_subscribe(self, subscription: flow.Subscription) -> None:
+        super().on_subscribe(subscription)
+        UnrelatedTerminalCall(subscription, self.call, self.signal).fire()
+
+
+class RequestingEverySubscriptionProbedSubscriber(ProbedSubscriber):
+    """Rule 2.5: requests from every subscription, a second one too, and never cancels it."""
+
+    def on_subscribe(self, subscription: flow.Subscription) -> None:
+        super().on_subscribe(subscription)
+        subscription.request(1)
+
+
+class ThrowingAfterCancelProbedSubscriber(ProbedSubscriber):
+    """Rule 2.8: ``on_next`` after its own ``cancel`` raises."""
+
+    def on_subscribe(self, subscription: flow.Subscription) -> None:
+        self.subscription = subscription
+        cancelled = threading.Event()
+        self.cancelled = cancelled
+
+        class Cancelling(SimplePuppet):
+            def signal_cancel(self) -> None:
+                cancelled.set()
+                super().signal_cancel()
+
+        self.probe.register_on_subscribe(Cancelling(subscription))
+
+    def on_next(self, item: int) -> None:
+        if self.cancelled.is_set():
+            raise RuntimeError("But I thought it's cancelled!")
+        self.probe.register_on_next(item)
+
+
+class DelayedDemandProbedSubscriber(ProbedSubscriber):
+    """A correct subscriber that requests and cancels later, through ``schedule``; ``on_next`` raises if
+    it arrives before a request was made (rules 1.1, 3.8).
+
+    ``one_at_a_time``: ``trigger_request(n)`` is served by ``n`` requests of one,
+    each made after the previous element arrived.
+    """
+
+    def __init__(self, probe: WhiteboxSubscriberProbe[int], schedule: Callable[[Callable[[], None]], None],
+                 *, one_at_a_time: bool = False) -> None:
+        super().__init__(probe)
+        self.schedule = schedule
+        self.one_at_a_time = one_at_a_time
+        self.lock = threading.Lock()
+        self.demand_requested = False  # guarded by self.lock
+        self.outstanding = 0  # guarded by self.lock
+
+    def _request_later(self, n: int) -> None:
+        def request() -> None:
+            with self.lock:
+                self.demand_requested = True
+            assert self.subscription is not None
+            self.subscription.request(n)
+
+        self.schedule(request)
+
+    def on_subscribe(self, subscription: flow.Subscription) -> None:
+        self.subscription = subscription
+        subscriber = self
+
+        class Later(SubscriberPuppet):
+            def trigger_request(self, elements: int) -> None:
+                if subscriber.one_at_a_time:
+                    with subscriber.lock:
+                        subscriber.outstanding += elements
+                    subscriber._request_later(1)
+                else:
+                    subscriber._request_later(elements)
+
+            def signal_cancel(self) -> None:
+                subscriber.schedule(subscription.cancel)  # later too, so it cannot overtake a request
+
+        self.probe.register_on_subscribe(Later())
+
+    def on_next(self, item: int) -> None:
+        with self.lock:
+            requested = self.demand_requested
+            if self.one_at_a_time:
+                self.demand_requested = False
+                self.outstanding -= 1
+                more = self.outstanding > 0
+        if not requested:
+            raise RuntimeError("onNext signalled without demand!")
+        if self.one_at_a_time and more:
+            self._request_later(1)
+        self.probe.register_on_next(item)
+
+
+class ForgetfulOnCompleteProbedSubscriber(ProbedSubscriber):
+    """Whitebox instrumentation bug: ``on_complete`` does not call ``register_on_complete``."""
+
+    def on_complete(self) -> None:
+        return None
+
+
+class UnregisteredProbedSubscriber(ProbedSubscriber):
+    """Whitebox instrumentation bug: ``on_subscribe`` does not call ``register_on_subscribe``."""
+
+    def on_subscribe(self, subscription: flow.Subscription) -> None:
+        self.subscription = subscription
+
+
+class ThrowingOnErrorProbedSubscriber(ProbedSubscriber):
+    """Rules 2.10, 2.13: ``on_error`` raises (caused by the error it received)."""
+
+    def on_error(self, error: BaseException) -> None:
+        raise RuntimeError("Wrong, don't do this!") from error

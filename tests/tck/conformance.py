@@ -13,6 +13,7 @@ given objects, with the timeouts of :func:`environment`.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -142,3 +143,25 @@ def blackbox_verification(subscriber: flow.Subscriber[int], executor: Executor) 
             return executor
 
     return Custom()
+
+
+class Scheduler:
+    """Runs functions later, each on a timer thread of its own; :meth:`close` cancels and joins them all."""
+
+    def __init__(self, delay_millis: int) -> None:
+        self.delay_millis = delay_millis
+        self._timers: list[threading.Timer] = []
+
+    def schedule(self, fn: Callable[[], None]) -> None:
+        """Run ``fn`` after ``delay_millis``."""
+        timer = threading.Timer(self.delay_millis / 1000, fn)
+        timer.daemon = True
+        self._timers.append(timer)
+        timer.start()
+
+    def close(self) -> None:
+        """Cancel what has not run yet, and wait for what is running."""
+        for timer in self._timers:
+            timer.cancel()
+        for timer in self._timers:
+            timer.join(10)
