@@ -24,6 +24,7 @@ from tests.tck.conformance import (
     whitebox_verification,
 )
 
+
 @pytest.fixture(scope="module")
 def pool() -> Iterator[DaemonThreadPool]:
     """The helper publisher's executor, shared by every test of the module (as upstream's ``ex``)."""
