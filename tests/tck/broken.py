@@ -1057,3 +1057,46 @@ class ThrowingOnErrorProbedSubscriber(ProbedSubscriber):
 
     def on_error(self, error: BaseException) -> None:
         raise RuntimeError("Wrong, don't do this!") from error
+
+
+# --- Processors of the upstream self-tests ---------------------------------------------
+
+
+class NoopProcessor(NoopSubscriber, flow.Processor[int, int]):
+    """Rules 1.4, 4.2: ignores upstream, and gives subscribers a subscription that does nothing."""
+
+    def subscribe(self, subscriber: flow.Subscriber[int]) -> None:
+        subscriber.on_subscribe(NoopSubscription())
+
+
+class _ZeroOnRequest(NoopSubscription):
+    def __init__(self, subscriber: flow.Subscriber[int]) -> None:
+        self.subscriber = subscriber
+
+    def request(self, n: int) -> None:
+        self.subscriber.on_next(0)
+
+
+class ErrorIgnoringProcessor(NoopProcessor):
+    """Rule 1.4: requests one element from upstream, answers every downstream request with ``0``,
+    and never passes an upstream ``on_error`` on."""
+
+    def subscribe(self, subscriber: flow.Subscriber[int]) -> None:
+        subscriber.on_subscribe(_ZeroOnRequest(subscriber))
+
+    def on_subscribe(self, subscription: flow.Subscription) -> None:
+        subscription.request(1)
+
+
+class _TenOnRequest(NoopSubscription):
+    def __init__(self, subscriber: flow.Subscriber[int]) -> None:
+        self.subscriber = subscriber
+
+    def request(self, n: int) -> None:
+        for i in range(10):
+            self.subscriber.on_next(i)
+
+
+def ten_per_request_publisher() -> CallbackPublisher:
+    """A helper publisher that sends ``0..9`` inline for every request, whatever its size."""
+    return subscription_publisher(_TenOnRequest)

@@ -20,6 +20,7 @@ from typing import Any
 from flowpy import flow
 from flowpy.executors import Executor
 from flowpy.tck import (
+    IdentityProcessorVerification,
     PublisherVerification,
     SubscriberBlackboxVerification,
     SubscriberWhiteboxVerification,
@@ -165,3 +166,26 @@ class Scheduler:
             timer.cancel()
         for timer in self._timers:
             timer.join(10)
+
+
+def processor_verification(
+    processor: Callable[[], flow.Processor[int, int]], executor: Executor, **hooks: Any
+) -> IdentityProcessorVerification[int]:
+    """An identity processor verification of ``processor()``, its helper publisher on ``executor``.
+
+    ``hooks`` override further methods, e.g. ``max_supported_subscribers=lambda self: 1``.
+    """
+
+    class Custom(IdentityProcessorVerification[int]):
+        def create_test_environment(self) -> TestEnvironment:
+            return environment()
+
+        def create_identity_processor(self, buffer_size: int) -> flow.Processor[int, int]:
+            return processor()
+
+        def publisher_executor_service(self) -> Executor:
+            return executor
+
+    for name, hook in hooks.items():
+        setattr(Custom, name, hook)
+    return Custom()
