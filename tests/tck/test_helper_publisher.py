@@ -86,7 +86,7 @@ class _PausingLock:
             assert self.resume_second.wait(10)
         return self._lock.__enter__()
 
-    def __exit__(self, *exc: object) -> None:
+    def __exit__(self, *exc: Any) -> None:
         self._lock.__exit__(*exc)
         if self._mine() and not self._released_once:
             self._released_once = True
@@ -159,7 +159,7 @@ class _GateBeforeFirstAcquire:
             assert self.resume.wait(10)
         return self._lock.__enter__()
 
-    def __exit__(self, *exc: object) -> None:
+    def __exit__(self, *exc: Any) -> None:
         self._lock.__exit__(*exc)
 
 

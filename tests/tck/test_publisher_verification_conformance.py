@@ -15,7 +15,12 @@ from collections.abc import Iterator
 import pytest
 
 from flowpy.executors import DaemonThreadPool
-from flowpy.tck import NOT_VERIFIED, SKIPPING_NO_ERROR_PUBLISHER_AVAILABLE, SKIPPING_OPTIONAL_TEST_FAILED
+from flowpy.tck import (
+    NOT_VERIFIED,
+    SKIPPING_NO_ERROR_PUBLISHER_AVAILABLE,
+    SKIPPING_OPTIONAL_TEST_FAILED,
+    TestException,
+)
 from tests.tck import broken
 from tests.tck.conformance import (
     TIMEOUT_MILLIS,
@@ -143,7 +148,7 @@ def _signal_first_publisher(signal: str) -> broken.CallbackPublisher:
     calls = {
         "on_complete": lambda subscriber: subscriber.on_complete(),
         "on_next": lambda subscriber: subscriber.on_next(1337),
-        "on_error": lambda subscriber: subscriber.on_error(broken.TestException()),
+        "on_error": lambda subscriber: subscriber.on_error(TestException()),
     }
     return broken.CallbackPublisher(calls[signal])
 

@@ -123,7 +123,7 @@ def test_failed_optional_test_skips_with_the_constant_and_the_failure() -> None:
     class Unicast(_Range):
         def create_publisher(self, elements: int) -> RangePublisher:
             publisher = RangePublisher(0, elements)
-            subscribed = []
+            subscribed: list[object] = []
 
             class Once(RangePublisher):
                 def subscribe(self, subscriber: object) -> None:
