@@ -153,7 +153,6 @@ class WithHelperPublisher:
         return helper_publisher(elements, self.helper_executor(), self.create_element)
 
 
-
 def _claim_created(executor: Executor) -> bool:
     """Whether the default ``publisher_executor_service`` created ``executor``; forgets it."""
     with WithHelperPublisher._executors_lock:
