@@ -929,3 +929,21 @@ class _TenOnRequest(NoopSubscription):
 def ten_per_request_publisher() -> CallbackPublisher:
     """A helper publisher that sends ``0..9`` inline for every request, whatever its size."""
     return subscription_publisher(_TenOnRequest)
+
+
+class _Hanging(flow.Publisher[int]):
+    """Never returns from ``subscribe`` until released: a test of it can only end by a timeout."""
+
+    def __init__(self, release: threading.Event) -> None:
+        self.release = release
+
+    def subscribe(self, subscriber: flow.Subscriber[int]) -> None:
+        self.release.wait()
+
+
+hanging_release = threading.Event()
+"""Set by a test when it is done with :func:`hanging_publisher`, so its abandoned threads end."""
+
+
+def hanging_publisher(elements: int) -> flow.Publisher[int]:
+    return _Hanging(hanging_release)

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from flowpy.tck.runner import Status, main, run_verification, verification_for
+from flowpy.tck.cli import main
+from flowpy.tck.runner import Status, run_verification, verification_for
 from tests.tck.reference import range_publisher
 
 ROOT = Path(__file__).resolve().parents[2]
