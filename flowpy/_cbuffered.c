@@ -866,27 +866,6 @@ buf_get_subscriber(PyObject *op, void *Py_UNUSED(closure))
 }
 
 static PyObject *
-buf_get_waiting(PyObject *op, void *Py_UNUSED(closure))
-{
-    return PyBool_FromLong(((BufObject *)op)->waiting);
-}
-
-static int
-buf_set_waiting(PyObject *op, PyObject *value, void *Py_UNUSED(closure))
-{
-    if (value == NULL) {
-        PyErr_SetString(PyExc_AttributeError, "cannot delete _waiting");
-        return -1;
-    }
-    int truth = PyObject_IsTrue(value);
-    if (truth < 0) {
-        return -1;
-    }
-    ((BufObject *)op)->waiting = (char)truth;
-    return 0;
-}
-
-static PyObject *
 buf_repr(PyObject *op)
 {
     BufObject *self = (BufObject *)op;
@@ -1014,8 +993,6 @@ static PyGetSetDef buf_getset[] = {
      PyDoc_STR("Whether a terminal signal was delivered or the subscription was cancelled."), NULL},
     {"subscriber", buf_get_subscriber, NULL,
      PyDoc_STR("The subscriber; None once the subscription closed (rule 3.13)."), NULL},
-    {"_waiting", buf_get_waiting, buf_set_waiting,
-     PyDoc_STR("A producer waits for space (written under the publisher's lock)."), NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
 

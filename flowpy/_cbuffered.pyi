@@ -19,7 +19,6 @@ class BufferedSubscription(Subscription, Generic[T]):
     def subscriber(self) -> Subscriber[T] | None: ...
     @property
     def is_closed(self) -> bool: ...
-    _waiting: bool
     def __init__(
         self,
         subscriber: Subscriber[T],

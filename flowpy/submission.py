@@ -37,7 +37,8 @@ from time import monotonic as _monotonic
 from types import TracebackType
 from typing import Final, Generic, TypeVar
 
-from flowpy._buffered import BufferedSubscription, Handler
+from flowpy._buffered import Handler
+from flowpy._impl import BufferedSubscription
 from flowpy._checks import require_positive_int
 from flowpy._consumer import subscribe_future
 from flowpy._exit import track
@@ -57,7 +58,8 @@ DropHandler = Callable[[Subscriber[T], T], bool]
 
 # Implementation overview
 # -----------------------
-# Most mechanics are in BufferedSubscription (flowpy/_buffered.py): one per
+# Most mechanics are in BufferedSubscription (flowpy/_buffered.py, or its
+# compiled twin flowpy/_cbuffered.c, chosen by flowpy/_impl.py): one per
 # subscriber, with its buffer, demand and consumer task. This class tracks the
 # subscriptions and keeps producers sequential with one re-entrant lock,
 # held for a whole submit/offer, so every subscriber sees the same order.

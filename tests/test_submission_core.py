@@ -18,7 +18,7 @@ import pytest
 from flowpy import direct_executor
 from flowpy.flow import Subscriber, Subscription
 from flowpy.submission import SubmissionPublisher
-from tests.support import ManualExecutor, Recorder
+from tests.support import ManualExecutor, Recorder, RejectingExecutor
 
 MAX = 2**63 - 1
 
@@ -363,3 +363,24 @@ def test_repr_names_the_state() -> None:
     recorder.cancel()
     executor.run_all()
     assert repr(subscription) == "<BufferedSubscription closed subscriber=None>"
+
+
+# --- Executor refusals that are not Exceptions -------------------------------------------
+
+
+@pytest.mark.parametrize("path", ["request", "submit"])
+def test_executor_raising_base_exception_delivers_on_error_then_propagates(path: str) -> None:
+    abort = Abort("executor stopped")
+    executor = RejectingExecutor(accept=1, error=abort)
+    publisher: SubmissionPublisher[int] = SubmissionPublisher(executor, 4)
+    recorder = Recorder(initial=0 if path == "request" else MAX)
+    publisher.subscribe(recorder)
+    executor.inner.run_all()
+    with pytest.raises(Abort) as raised:
+        if path == "request":
+            recorder.request(1)
+        else:
+            publisher.submit(1)
+    assert raised.value is abort
+    assert recorder.kinds() == ["on_subscribe", "on_error"] and recorder.error is abort
+    assert publisher.number_of_subscribers == 0
