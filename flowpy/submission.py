@@ -38,10 +38,10 @@ from types import TracebackType
 from typing import Final, Generic, TypeVar
 
 from flowpy._buffered import Handler
-from flowpy._impl import BufferedSubscription
 from flowpy._checks import require_positive_int
 from flowpy._consumer import subscribe_future
 from flowpy._exit import track
+from flowpy._impl import BufferedSubscription
 from flowpy.errors import ClosedPublisherError, DuplicateSubscriptionError, ReentrantSubmitError
 from flowpy.executors import DEFAULT, Default, Executor, default_executor, resolve_execute
 from flowpy.flow import Publisher, Subscriber, default_buffer_size
