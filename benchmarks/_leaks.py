@@ -190,6 +190,8 @@ def error_cycles(cycles: int) -> int:
         assert counter.subscription is not None
         counter.subscription.request(1)  # refused: on_error with the executor's exception
         errors[0] += counter.done.is_set()
+        publisher.close()
+        refused.close()
     if handled[0] != cycles:
         raise AssertionError(f"handler ran {handled[0]} times for {cycles} failures")
     return errors[0]

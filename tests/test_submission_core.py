@@ -38,6 +38,7 @@ def test_the_fixture_switches_the_class_submission_publisher_builds(core_impl: s
     (subscription,) = publisher._subscriptions
     expected = "flowpy._buffered" if core_impl == "python" else "flowpy._cbuffered"
     assert type(subscription).__module__ == expected
+    publisher.close()
 
 
 # --- BaseException from subscriber methods and handlers -----------------------------------
@@ -152,6 +153,7 @@ def test_on_error_raising_exception_is_dropped_and_the_subscription_released() -
     executor.run_all()
     assert isinstance(recorder.error, ValueError)
     assert subscription is not None and subscription.subscriber is None  # type: ignore[attr-defined]
+    publisher.close()
 
 
 # --- Items whose __del__ calls back into the publisher -------------------------------------
@@ -305,6 +307,7 @@ def test_int_subclass_request_counts_as_its_int_value() -> None:
         publisher.submit(i)
     executor.run_all()
     assert recorder.items == [0, 1]
+    publisher.close()
 
 
 # --- Garbage collection ------------------------------------------------------------------
@@ -327,6 +330,7 @@ def test_abandoned_subscription_in_a_cycle_through_its_items_is_collected() -> N
     item = Node()
     item.subscription = subscription  # type: ignore[attr-defined]
     publisher.submit(item)  # buffered, never requested: subscription -> item -> subscription
+    publisher.close()  # on_complete waits for demand that never comes
     refs = [weakref.ref(subscription), weakref.ref(recorder), weakref.ref(item)]
     del item, recorder, subscription, publisher, executor
     gc.collect()
@@ -347,6 +351,7 @@ def test_subscriber_and_items_are_released_on_close() -> None:
     subscriber.subscription.cancel()
     executor.run_all()
     assert freed == [0, 1, 2, 3]  # buffered: freed on cancel
+    publisher.close()
     ref = weakref.ref(subscriber)
     del subscriber
     assert ref() is None  # no cycle to collect: the closed subscription dropped it (rule 3.13)
@@ -363,6 +368,7 @@ def test_repr_names_the_state() -> None:
     recorder.cancel()
     executor.run_all()
     assert repr(subscription) == "<BufferedSubscription closed subscriber=None>"
+    publisher.close()
 
 
 # --- Executor refusals that are not Exceptions -------------------------------------------
