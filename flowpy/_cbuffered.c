@@ -33,6 +33,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include "pythread.h"
+#include <stddef.h>  /* offsetof */
 
 #ifndef Py_T_PYSSIZET
 #include "structmember.h"
