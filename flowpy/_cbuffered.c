@@ -161,14 +161,21 @@ is_exception(PyObject *exc)
 
 /* --- The ring ---------------------------------------------------------------- */
 
-/* Room for one more item; may reallocate. Calls no Python code. */
+/* Room for `needed` items in all; may reallocate. Calls no Python code. */
 static int
-ring_reserve(BufObject *self)
+ring_grow(BufObject *self, Py_ssize_t needed)
 {
-    if (self->count < self->size) {
+    if (needed <= self->size) {
         return 0;
     }
-    Py_ssize_t size = self->size ? self->size * 2 : INITIAL_RING;
+    Py_ssize_t size = self->size ? self->size : INITIAL_RING;
+    while (size < needed) {
+        if (size > PY_SSIZE_T_MAX / 2) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        size *= 2;
+    }
     PyObject **ring = PyMem_New(PyObject *, size);
     if (ring == NULL) {
         PyErr_NoMemory();
@@ -183,6 +190,12 @@ ring_reserve(BufObject *self)
     self->size = size;
     self->head = 0;
     return 0;
+}
+
+static inline int
+ring_reserve(BufObject *self)
+{
+    return self->count < self->size ? 0 : ring_grow(self, self->count + 1);
 }
 
 /* Remove and return the oldest item (a new reference to the caller). */
@@ -782,6 +795,45 @@ buf_offer(PyObject *op, PyObject *item)
     return PyLong_FromSsize_t(n + 1);
 }
 
+/* Buffer every item of a list (none is None) if all fit: the batch form of
+   offer, for submit_many. The caller holds the publisher's lock. */
+static PyObject *
+buf_extend(PyObject *op, PyObject *items)
+{
+    BufObject *self = (BufObject *)op;
+    if (!PyList_CheckExact(items)) {
+        PyErr_Format(PyExc_TypeError, "items must be a list, got %R", items);
+        return NULL;
+    }
+    Py_ssize_t k = PyList_GET_SIZE(items);
+    Py_ssize_t n = self->count;
+    if (k > self->capacity - n) {
+        return PyLong_FromLong(self->closed ? -1 : 0);
+    }
+    if (ring_grow(self, n + k) < 0) {
+        return NULL;
+    }
+    Py_ssize_t mask = self->size - 1;
+    for (Py_ssize_t i = 0; i < k; i++) {
+        self->ring[(self->head + n + i) & mask] = Py_NewRef(PyList_GET_ITEM(items, i));
+    }
+    self->count = n + k;
+    if (!self->running && self->demand) {
+        if (start_signal(self, mark_started(self)) < 0) {
+            return NULL;
+        }
+    }
+    return PyLong_FromSsize_t(n + k);
+}
+
+static PyObject *
+buf_free_slots(PyObject *op, PyObject *Py_UNUSED(unused))
+{
+    BufObject *self = (BufObject *)op;
+    Py_ssize_t free = self->capacity - self->count;
+    return PyLong_FromSsize_t(free > 0 ? free : 0);
+}
+
 static inline int
 has_space(BufObject *self)
 {
@@ -964,6 +1016,10 @@ static PyMethodDef buf_methods[] = {
      PyDoc_STR("Drop buffered items and deliver on_error(error), or close silently if None.")},
     {"offer", buf_offer, METH_O,
      PyDoc_STR("Buffer item; return the items now buffered, 0 if full, -1 if closed.")},
+    {"extend", buf_extend, METH_O,
+     PyDoc_STR("Buffer all items of a list if they fit; return the items now buffered, 0 if not, -1 if closed.")},
+    {"free_slots", buf_free_slots, METH_NOARGS,
+     PyDoc_STR("How many items offer would take now; 0 if full or closed.")},
     {"has_space", buf_has_space, METH_NOARGS,
      PyDoc_STR("Whether offer would not return 0: there is room, or it is closed.")},
     {"claim_pending", buf_claim_pending, METH_NOARGS,
