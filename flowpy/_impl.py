@@ -12,6 +12,9 @@ differs. :data:`flowpy.implementation` tells which one is active.
 from __future__ import annotations
 
 import os
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Final, Literal
 
 from flowpy._buffered import BufferedSubscription as PythonBufferedSubscription
@@ -23,6 +26,7 @@ __all__ = [
     "PythonBufferedSubscription",
     "extensions_disabled",
     "implementation",
+    "using",
 ]
 
 
@@ -51,3 +55,28 @@ if TYPE_CHECKING:
     BufferedSubscription = PythonBufferedSubscription
 else:
     BufferedSubscription: Any = PythonBufferedSubscription if CBufferedSubscription is None else CBufferedSubscription
+
+
+@contextmanager
+def using(name: Literal["c", "python"]) -> Iterator[None]:
+    """Make SubmissionPublisher build its subscriptions from implementation ``name`` inside the block.
+
+    For tests and benchmarks, which compare the two in one process; not
+    thread-safe, and only subscriptions made inside the block are affected.
+
+    Raises:
+        LookupError: if ``name`` is ``"c"`` and the compiled core is not available.
+    """
+    if name == "python":
+        chosen: Any = PythonBufferedSubscription
+    elif CBufferedSubscription is not None:
+        chosen = CBufferedSubscription
+    else:
+        raise LookupError("the compiled core is not available: not built, or FLOWPY_NO_EXTENSIONS is set")
+    submission = sys.modules["flowpy.submission"]
+    previous = getattr(submission, "BufferedSubscription")  # noqa: B009 - a module seen as untyped here
+    setattr(submission, "BufferedSubscription", chosen)  # noqa: B010
+    try:
+        yield
+    finally:
+        setattr(submission, "BufferedSubscription", previous)  # noqa: B010

@@ -36,6 +36,7 @@ from numbers import Real
 from operator import is_
 from threading import get_ident
 from time import monotonic as _monotonic
+from time import sleep as _sleep
 from types import TracebackType
 from typing import Final, Generic, TypeVar
 
@@ -76,6 +77,10 @@ DropHandler = Callable[[Subscriber[T], T], bool]
 # buffer whose subscriber it is inside of (direct_executor, or a task it runs
 # while blocked), or the turn of its own blocked outer submit. Those raise
 # ReentrantSubmitError instead; the checks are on the slow path only.
+
+
+_CONTENDED_YIELDS: Final = 16
+"""How often a producer yields the GIL for a held producer lock before it blocks on it."""
 
 
 def _round_capacity(capacity: int) -> int:
@@ -197,7 +202,8 @@ class SubmissionPublisher(Publisher[T], Generic[T]):
         if item is None:
             raise TypeError("item must not be None (rule 2.13)")
         lock = self._lock
-        lock.acquire()  # explicit calls cost half of a with-statement on this path
+        if not lock.acquire(False):  # explicit calls cost half of a with-statement on this path
+            self._acquire_contended()
         try:
             subscriptions = self._subscriptions
             if len(subscriptions) == 1 and not self._blocked:
@@ -238,7 +244,8 @@ class SubmissionPublisher(Publisher[T], Generic[T]):
                 return submitted
             # Up to the first None, which then raises as submit(None) would.
             end = next(compress(count(), map(is_, chunk, repeat(None))), len(chunk))
-            lock.acquire()
+            if not lock.acquire(False):
+                self._acquire_contended()
             try:
                 self._publish_chunk(chunk, end)
             finally:
@@ -308,11 +315,29 @@ class SubmissionPublisher(Publisher[T], Generic[T]):
         if item is None:
             raise TypeError("item must not be None (rule 2.13)")
         lock = self._lock
-        lock.acquire()
+        if not lock.acquire(False):
+            self._acquire_contended()
         try:
             return self._publish_locked(item, timeout, on_drop)
         finally:
             lock.release()
+
+    def _acquire_contended(self) -> None:
+        """Take the producer lock, which another thread holds, without a lock convoy.
+
+        A thread blocked in ``acquire`` is handed the lock by ``release``
+        while it does not hold the GIL; the releasing producer, still
+        running, then blocks on its next item, and every item costs a thread
+        switch. So a producer first yields the GIL a few times, letting the
+        holder run on, and takes the lock only when it finds it free while
+        holding the GIL; after that it blocks as usual.
+        """
+        lock = self._lock
+        for _ in range(_CONTENDED_YIELDS):
+            _sleep(0)
+            if lock.acquire(False):
+                return
+        lock.acquire()
 
     def _wait_turn(self, timeout: float | None) -> None:
         """Wait while another producer is blocked for space holding the turn. Caller holds self._lock."""

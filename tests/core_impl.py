@@ -16,10 +16,9 @@ from typing import Any
 
 import pytest
 
-import flowpy.submission
 from flowpy import _impl
 
-__all__ = ["CORE_MODULES", "IMPLEMENTATIONS", "core_class", "core_params", "not_built_reason", "use_core"]
+__all__ = ["CORE_MODULES", "IMPLEMENTATIONS", "core_params", "not_built_reason", "use_core"]
 
 CORE_MODULES = frozenset(
     {
@@ -47,25 +46,14 @@ def not_built_reason() -> str | None:
     return "compiled core flowpy._cbuffered not built (no C compiler or Python headers at install time)"
 
 
-def core_class(name: str) -> Any:
-    """The BufferedSubscription class of implementation ``name``."""
-    if name == "python":
-        return _impl.PythonBufferedSubscription
-    reason = not_built_reason()
-    if reason is not None:
-        pytest.skip(reason)
-    return _impl.CBufferedSubscription
-
-
 @contextmanager
 def use_core(name: str) -> Iterator[None]:
-    """Make SubmissionPublisher use implementation ``name`` inside the block."""
-    previous = flowpy.submission.BufferedSubscription
-    flowpy.submission.BufferedSubscription = core_class(name)  # type: ignore[misc]
-    try:
+    """Make SubmissionPublisher use implementation ``name`` inside the block; skip if it is not built."""
+    reason = not_built_reason() if name == "c" else None
+    if reason is not None:
+        pytest.skip(reason)
+    with _impl.using("c" if name == "c" else "python"):
         yield
-    finally:
-        flowpy.submission.BufferedSubscription = previous  # type: ignore[misc]
 
 
 def core_params() -> list[Any]:

@@ -10,12 +10,14 @@ collection of subscriptions caught in reference cycles.
 from __future__ import annotations
 
 import gc
+import threading
 import weakref
 from typing import Any
 
 import pytest
 
 from flowpy import direct_executor
+from flowpy.executors import DaemonThreadPool
 from flowpy.flow import Subscriber, Subscription
 from flowpy.submission import SubmissionPublisher
 from tests.support import ManualExecutor, Recorder, RejectingExecutor
@@ -390,3 +392,52 @@ def test_executor_raising_base_exception_delivers_on_error_then_propagates(path:
     assert raised.value is abort
     assert recorder.kinds() == ["on_subscribe", "on_error"] and recorder.error is abort
     assert publisher.number_of_subscribers == 0
+
+
+# --- A producer that finds the producer lock held --------------------------------------------
+
+
+@pytest.mark.timeout(30)
+def test_a_producer_waiting_for_a_held_producer_lock_goes_on_once_it_is_released() -> None:
+    publisher, executor = manual()
+    recorder = Recorder(initial=MAX)
+    publisher.subscribe(recorder)
+    executor.run_all()
+    publisher._lock.acquire()  # another producer's submit, say
+    results: list[int] = []
+    producer = threading.Thread(target=lambda: results.append(publisher.submit(1)))
+    producer.start()
+    producer.join(0.5)  # it yields a few times, then blocks on the lock
+    assert producer.is_alive() and results == []
+    publisher._lock.release()
+    producer.join(10)
+    assert results == [1]
+    executor.run_all()
+    assert recorder.items == [1]
+    publisher.close()
+
+
+@pytest.mark.timeout(60)
+def test_contending_producers_keep_one_order_for_every_subscriber(tiny_switch_interval: None) -> None:
+    pool = DaemonThreadPool(2)
+    publisher: SubmissionPublisher[tuple[int, int]] = SubmissionPublisher(pool, 8)
+    recorders = [Recorder(initial=MAX) for _ in range(3)]
+    for recorder in recorders:
+        publisher.subscribe(recorder)
+
+    def produce(producer: int) -> None:
+        for i in range(2_000):
+            publisher.submit((producer, i))
+
+    threads = [threading.Thread(target=produce, args=(p,)) for p in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    publisher.close()
+    for recorder in recorders:
+        assert recorder.done.wait(30) and recorder.completed
+    assert recorders[0].items == recorders[1].items == recorders[2].items
+    for producer in range(4):
+        assert [i for p, i in recorders[0].items if p == producer] == list(range(2_000))
+    pool.shutdown()
