@@ -159,6 +159,21 @@ is_exception(PyObject *exc)
     return PyObject_TypeCheck(exc, (PyTypeObject *)PyExc_Exception);
 }
 
+/* Py_XDECREF of what may be a last reference, whose __del__ then runs Python
+   code, while an exception may be raised: it is set aside meanwhile. */
+static void
+release_keeping_error(PyObject *obj)
+{
+    if (obj == NULL) {
+        return;
+    }
+    PyObject *pending = take_exception();
+    Py_DECREF(obj);
+    if (pending != NULL) {
+        restore_exception(pending);
+    }
+}
+
 /* --- The ring ---------------------------------------------------------------- */
 
 /* Room for `needed` items in all; may reallocate. Calls no Python code. */
@@ -435,11 +450,11 @@ start_signal(BufObject *self, PyObject *execute)
     PyObject *run = PyCFunction_New(&run_def, (PyObject *)self);
     if (run != NULL) {
         r = PyObject_CallOneArg(execute, run);
-        Py_DECREF(run);
     }
+    PyObject *exc = r == NULL ? take_exception() : NULL;
+    Py_XDECREF(run);
     Py_DECREF(execute);
     if (r == NULL) { /* the executor refused the task */
-        PyObject *exc = take_exception();
         if (claim_pending(self)) {
             PyObject *old = NULL;
             if (!self->stop) {
@@ -529,6 +544,9 @@ deliver(BufObject *self)
                 if (self->alert) {
                     int alerted = on_alert(self);
                     if (alerted) {
+                        if (alerted < 0) {
+                            exc = take_exception();
+                        }
                         Py_DECREF(item); /* dropped, as the reference drops it */
                         if (alerted < 0) {
                             goto failed;
@@ -538,10 +556,12 @@ deliver(BufObject *self)
                 }
                 PyObject *args[2] = {NULL, item}; /* args[0]: room for a bound method's self */
                 PyObject *r = PyObject_Vectorcall(on_next, args + 1, 1 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
-                Py_DECREF(item);
                 if (r == NULL) {
+                    exc = take_exception();
+                    Py_DECREF(item);
                     goto failed;
                 }
+                Py_DECREF(item);
                 Py_DECREF(r);
             }
             if (demand != MAX_DEMAND) {
@@ -587,8 +607,7 @@ deliver(BufObject *self)
         result = release_finally(self, earlier);
         goto done;
     }
-failed:
-    exc = take_exception();
+failed: /* exc: what on_next (or the wake-up of a waiting producer) raised */
     if (on_next_failed(self, subscriber, exc) < 0) {
         goto done;
     }
@@ -599,9 +618,9 @@ failed:
     }
     result = 0;
 done:
-    Py_XDECREF(exc);
-    Py_XDECREF(on_next);
-    Py_DECREF(subscriber);
+    release_keeping_error(exc);
+    release_keeping_error(on_next);
+    release_keeping_error(subscriber); /* maybe the last reference, after release() */
     return result;
 }
 
@@ -739,11 +758,11 @@ buf_signal_subscribe(PyObject *op, PyObject *Py_UNUSED(unused))
     PyObject *run = PyCFunction_New(&run_def, op);
     if (run != NULL) {
         r = PyObject_CallOneArg(execute, run);
-        Py_DECREF(run);
     }
+    PyObject *exc = r == NULL ? take_exception() : NULL;
+    Py_XDECREF(run);
     Py_DECREF(execute);
     if (r == NULL) {
-        PyObject *exc = take_exception();
         if (close_silently(self) < 0) {
             chain_exception(exc);
         }
