@@ -29,14 +29,20 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 
 
 @pytest.fixture(autouse=True)
-def core_impl(request: pytest.FixtureRequest) -> Iterator[str]:
+def core_impl(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     """The core implementation this test runs against: ``"python"`` or ``"c"``.
 
     Parametrised for the core modules; elsewhere the default one, unchanged.
+    Python interpreters the test starts inherit the choice through
+    ``FLOWPY_NO_EXTENSIONS``.
     """
     name: str | None = getattr(request, "param", None)
     if name is None:
         yield flowpy._impl.implementation
         return
+    if name == "python":
+        monkeypatch.setenv("FLOWPY_NO_EXTENSIONS", "1")
+    else:
+        monkeypatch.delenv("FLOWPY_NO_EXTENSIONS", raising=False)
     with use_core(name):
         yield name

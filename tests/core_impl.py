@@ -18,7 +18,7 @@ import pytest
 
 from flowpy import _impl
 
-__all__ = ["CORE_MODULES", "IMPLEMENTATIONS", "core_params", "not_built_reason", "use_core"]
+__all__ = ["CORE_MODULES", "core_params", "not_built_reason", "use_core"]
 
 CORE_MODULES = frozenset(
     {
@@ -29,12 +29,11 @@ CORE_MODULES = frozenset(
         "test_submission_leaks",
         "test_processors",
         "test_submission_publisher_tck",
+        "test_exit",
         "test_processors_tck",
     }
 )
 """Test modules (by last name) whose every test runs once per implementation."""
-
-IMPLEMENTATIONS = ("python", "c")
 
 
 def not_built_reason() -> str | None:

@@ -10,6 +10,8 @@ collection of subscriptions caught in reference cycles.
 from __future__ import annotations
 
 import gc
+import subprocess
+import sys
 import threading
 import weakref
 from typing import Any
@@ -441,3 +443,9 @@ def test_contending_producers_keep_one_order_for_every_subscriber(tiny_switch_in
     for producer in range(4):
         assert [i for p, i in recorders[0].items if p == producer] == list(range(2_000))
     pool.shutdown()
+
+
+def test_interpreters_started_by_a_test_use_the_same_core(core_impl: str) -> None:
+    code = "import flowpy; print(flowpy.implementation)"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
+    assert done.stdout.strip() == core_impl
