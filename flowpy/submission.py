@@ -135,11 +135,6 @@ class SubmissionPublisher(Publisher[T], Generic[T]):
         # Notified when a blocked producer finishes, so the next may start.
         self._turn = threading.Condition(self._lock)
         self._blocked = 0  # ident of the producer waiting on self._space, holding the turn; 0 if none
-        # A producer holds self._lock: set after it takes the lock for a
-        # submit/offer, cleared before it lets go. A hint for other producers,
-        # read without the lock (see _acquire_contended); never relied on for
-        # exclusion.
-        self._held = False
         self._subscriptions: tuple[BufferedSubscription[T], ...] = ()  # replaced, never mutated
         self._closed = False  # set once; read without the lock by is_closed
         self._closed_exception: BaseException | None = None  # set with _closed, if exceptional
@@ -207,11 +202,8 @@ class SubmissionPublisher(Publisher[T], Generic[T]):
         if item is None:
             raise TypeError("item must not be None (rule 2.13)")
         lock = self._lock
-        if self._held:
+        if not lock.acquire(False):  # explicit calls cost half of a with-statement on this path
             self._acquire_contended()
-        else:
-            lock.acquire()  # explicit calls cost half of a with-statement on this path
-        self._held = True
         try:
             subscriptions = self._subscriptions
             if len(subscriptions) == 1 and not self._blocked:
@@ -223,7 +215,6 @@ class SubmissionPublisher(Publisher[T], Generic[T]):
                     return status
             return self._publish_locked(item, None, None)
         finally:
-            self._held = False
             lock.release()
 
     def submit_many(self, items: Iterable[T]) -> int:
@@ -253,15 +244,11 @@ class SubmissionPublisher(Publisher[T], Generic[T]):
                 return submitted
             # Up to the first None, which then raises as submit(None) would.
             end = next(compress(count(), map(is_, chunk, repeat(None))), len(chunk))
-            if self._held:
+            if not lock.acquire(False):
                 self._acquire_contended()
-            else:
-                lock.acquire()
-            self._held = True
             try:
                 self._publish_chunk(chunk, end)
             finally:
-                self._held = False
                 lock.release()
             submitted += end
             if end < len(chunk):
@@ -328,34 +315,28 @@ class SubmissionPublisher(Publisher[T], Generic[T]):
         if item is None:
             raise TypeError("item must not be None (rule 2.13)")
         lock = self._lock
-        if self._held:
+        if not lock.acquire(False):
             self._acquire_contended()
-        else:
-            lock.acquire()
-        self._held = True
         try:
             return self._publish_locked(item, timeout, on_drop)
         finally:
-            self._held = False
             lock.release()
 
     def _acquire_contended(self) -> None:
-        """Take the producer lock, which another producer seems to hold, without a lock convoy.
+        """Take the producer lock, which another thread holds, without a lock convoy.
 
         A thread blocked in ``acquire`` is handed the lock by ``release``
         while it does not hold the GIL; the releasing producer, still
         running, then blocks on its next item, and every item costs a thread
-        switch. So a producer that sees ``self._held`` yields the GIL a few
-        times, letting the holder run on, and takes the lock only when it
-        finds it free while holding the GIL; after that it blocks as usual.
-        (``acquire(False)`` costs more than ``acquire()``, which is why the
-        uncontended path does not try it first.)
+        switch. So a producer first yields the GIL a few times, letting the
+        holder run on, and takes the lock only when it finds it free while
+        holding the GIL; after that it blocks as usual.
         """
         lock = self._lock
         for _ in range(_CONTENDED_YIELDS):
-            if lock.acquire(False):  # free, or held by this thread (re-entrant submit)
-                return
             _sleep(0)
+            if lock.acquire(False):
+                return
         lock.acquire()
 
     def _wait_turn(self, timeout: float | None) -> None:
