@@ -73,12 +73,12 @@ def test_flowpy_no_extensions_empty_or_zero_keeps_the_compiled_core(value: str) 
 
 
 def build_ext(tmp_path: Path, **env: str) -> subprocess.CompletedProcess[str]:
-    """``setup.py build_ext`` into ``tmp_path`` with ``env`` added; skips where setuptools is missing."""
+    """``setup.py build_ext`` into ``tmp_path`` with ``env``, never an inherited FLOWPY_NO_EXTENSIONS."""
     pytest.importorskip("setuptools", minversion="61")  # venvs of Python 3.12+ come without it
     return subprocess.run(
         [sys.executable, "setup.py", "build_ext", "--build-lib", str(tmp_path / "lib"), "--build-temp", str(tmp_path)],
         cwd=ROOT,
-        env={**os.environ, **env},
+        env={**{k: v for k, v in os.environ.items() if k != "FLOWPY_NO_EXTENSIONS"}, **env},
         capture_output=True,
         text=True,
         timeout=110,
