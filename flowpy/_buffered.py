@@ -412,9 +412,16 @@ class BufferedSubscription(Subscription, Generic[T]):
 
     def _on_next_failed(self, subscriber: Subscriber[T], exc: BaseException) -> None:
         handler = self._handler
-        if handler is not None:
-            with contextlib.suppress(Exception):  # the handler's own failure is ignored, as in the JDK
-                handler(subscriber, exc)
+        try:
+            if handler is not None:
+                with contextlib.suppress(Exception):  # the handler's own failure is ignored, as in the JDK
+                    handler(subscriber, exc)
+        except BaseException:
+            # KeyboardInterrupt or the like from the handler: the stream still
+            # ends with on_error(exc); then the handler's exception goes on.
+            with contextlib.suppress(BaseException):
+                self._close_on_error(exc)
+            raise
         self._close_on_error(exc)
 
     # --- Closing ------------------------------------------------------------

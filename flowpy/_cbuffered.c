@@ -398,9 +398,14 @@ on_next_failed(BufObject *self, PyObject *subscriber, PyObject *exc)
         Py_DECREF(handler);
         if (r == NULL) {
             if (!PyErr_ExceptionMatches(PyExc_Exception)) {
-                /* the handler's BaseException propagates, as from contextlib.suppress(Exception) */
+                /* KeyboardInterrupt or the like from the handler: the stream still
+                   ends with on_error(exc), whatever that raises; then the
+                   handler's exception goes on. */
                 PyObject *raised = take_exception();
                 PyException_SetContext(raised, Py_NewRef(exc));
+                if (close_on_error(self, exc) < 0) {
+                    PyErr_Clear();
+                }
                 restore_exception(raised);
                 return -1;
             }
