@@ -47,7 +47,7 @@ def _encoded(df: DataFrame, max_rows: int) -> DataFrame:
                 chunk = batch.slice(start, max_rows)
                 with pa.ipc.new_stream(sink, chunk.schema) as writer:
                     writer.write_batch(chunk)
-                yield pa.record_batch([pa.array([sink.getvalue()], pa.binary())], names=[_ARROW_COLUMN])
+                yield pa.record_batch([pa.array([sink.getvalue().to_pybytes()], pa.binary())], names=[_ARROW_COLUMN])
 
     return df.mapInArrow(encode, f"{_ARROW_COLUMN} BINARY")
 
