@@ -337,13 +337,13 @@ def run(
 
 def _print_report(report: JobReport, output: str, out: TextIO) -> None:
     names = report.names
-    width = max((len(names.get(c[0], c[0])) for c in report.carriers), default=7)
-    out.write(f"\n{'airline':<{width + 6}}{'flights':>9}{'mean dep delay':>16}{'on time':>9}\n")
-    for carrier, flights, delay, on_time in report.carriers:
+    labels = [f"{names.get(c[0], c[0])} ({c[0]})" for c in report.carriers]
+    width = max(map(len, labels), default=7) + 2
+    out.write(f"\n{'airline':<{width}}{'flights':>9}{'mean dep delay':>16}{'on time':>9}\n")
+    for label, (_, flights, delay, on_time) in zip(labels, report.carriers, strict=True):
         shown_delay = "-" if delay is None else f"{delay:.1f} min"
         shown_on_time = "-" if on_time is None else f"{on_time:.1%}"
-        label = f"{names.get(carrier, carrier):<{width}} ({carrier})"
-        out.write(f"{label:<{width + 6}}{flights:>9,}{shown_delay:>16}{shown_on_time:>9}\n")
+        out.write(f"{label:<{width}}{flights:>9,}{shown_delay:>16}{shown_on_time:>9}\n")
     out.write(
         f"\nreplayed {report.replayed:,} flights into {report.batches} Parquet files "
         f"in {report.seconds:.1f} s ({report.replayed / max(report.seconds, 1e-9):,.0f} rows/s); "
