@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from flowpy.spark.job import run
-from tests.spark.conftest import free_port
+from tests.spark.clusters import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -59,7 +59,7 @@ def _job(*args: str, env: dict[str, str] | None = None, timeout: float = 170) ->
         (["--batch-size", "0"], "argument --batch-size: must be a positive integer, got '0'"),
         (["--buffer", "-1"], "argument --buffer: must be a positive integer, got '-1'"),
         (["--chunk", "x"], "argument --chunk: must be a positive integer, got 'x'"),
-        (["--master", "local[1]", "--remote", "sc://127.0.0.1:1"], "argument --remote: not allowed with argument --master"),
+        (["--master", "local", "--remote", "sc://h:1"], "argument --remote: not allowed with argument --master"),
     ],
 )
 def test_job_bad_argument_is_one_line_before_spark_starts(args: list[str], line: str) -> None:

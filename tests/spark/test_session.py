@@ -109,7 +109,7 @@ def test_session_unreachable_endpoint_fails_fast_naming_the_url(scheme: str) -> 
 
     from flowpy.spark import SparkUnavailableError
     from flowpy.spark._session import check_reachable
-    from tests.spark.conftest import free_port
+    from tests.spark.clusters import free_port
 
     url = f"{scheme}://127.0.0.1:{free_port()}"
     started = time.monotonic()
