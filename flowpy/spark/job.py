@@ -410,6 +410,16 @@ def _default_output() -> str:
     return str(Path(tempfile.gettempdir(), "flowpy-flights", f"flights-{stamp}-{os.getpid()}.parquet"))
 
 
+def _peak_rss_mb() -> float | None:
+    """The peak resident memory of this Python process (not of Spark's JVM), in MiB; ``None`` where unknown."""
+    try:
+        import resource
+    except ImportError:
+        return None
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return round(peak / (1024 * 1024 if sys.platform == "darwin" else 1024), 1)
+
+
 def _fail(message: str) -> int:
     sys.stderr.write(f"flights job: {message}\n")
     return 1
@@ -456,7 +466,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     finally:
         spark.stop()
     if args.json:
-        sys.stdout.write(json.dumps(report.summary(output, url)) + "\n")
+        summary = report.summary(output, url)
+        summary["python_peak_rss_mb"] = _peak_rss_mb()
+        sys.stdout.write(json.dumps(summary) + "\n")
     else:
         _print_report(report, output, sys.stdout)
     return 0 if report.ok else 1

@@ -119,7 +119,7 @@ def test_job_json_summary_names_airlines_and_keeps_its_output(tmp_path: Path) ->
     summary = json.loads(result.stdout)
     assert summary["output"] == str(output) and output.is_dir()
     assert summary["replayed"] == summary["written"] == 2_000 and summary["counts_match"] is True
-    assert summary["files"] == 2
+    assert summary["files"] == 2 and summary["python_peak_rss_mb"] > 0
     airlines = {entry["carrier"]: entry["airline"] for entry in summary["carriers"]}
     assert airlines["UA"] == "United Air Lines Inc." and airlines["B6"] == "JetBlue Airways"
     assert sum(entry["flights"] for entry in summary["carriers"]) == 2_000
