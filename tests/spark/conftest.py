@@ -26,8 +26,17 @@ import pytest
 
 from tests.spark.clusters import ClusterProcess, start_connect_server, start_standalone
 
-_MISSING = [name for name in ("pyspark", "pyarrow", "pandas") if importlib.util.find_spec(name) is None]
+def _missing(*names: str) -> list[str]:
+    return [name for name in names if importlib.util.find_spec(name.split(".")[0]) is None]
+
+
+_MISSING = _missing("pyspark", "pyarrow", "pandas")
 _REASON = f"flowpy.spark tests need the spark extra (pip install -e '.[spark]'); missing: {', '.join(_MISSING)}"
+_MISSING_CONNECT = _missing("grpc", "google.protobuf", "zstandard")
+_REASON_CONNECT = (
+    "Spark Connect tests need the spark extra's Connect client (pip install -e '.[spark]'); "
+    f"missing: {', '.join(_MISSING_CONNECT)}"
+)
 _HERE = Path(__file__).parent
 
 KINDS = ("local", "standalone", "connect")
@@ -52,6 +61,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.spark)
             if _MISSING:
                 item.add_marker(pytest.mark.skip(reason=_REASON))
+            elif _MISSING_CONNECT and _kind_order(item) == KINDS.index("connect"):
+                item.add_marker(pytest.mark.skip(reason=_REASON_CONNECT))
     # Stable: within a kind the collection order stays; cluster tests move to the end, Connect last.
     items.sort(key=_kind_order)
 
