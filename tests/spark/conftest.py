@@ -26,6 +26,7 @@ import pytest
 
 from tests.spark.clusters import ClusterProcess, start_connect_server, start_standalone
 
+
 def _missing(*names: str) -> list[str]:
     return [name for name in names if importlib.util.find_spec(name.split(".")[0]) is None]
 
