@@ -60,6 +60,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if _HERE in Path(str(item.fspath)).parents:
             item.add_marker(pytest.mark.spark)
+            kind = getattr(item, "callspec", None) and item.callspec.params.get("any_spark")
+            if kind in ("standalone", "connect"):
+                item.add_marker(pytest.mark.spark_cluster(kind))
             if _MISSING:
                 item.add_marker(pytest.mark.skip(reason=_REASON))
             elif _MISSING_CONNECT and _kind_order(item) == KINDS.index("connect"):
@@ -144,13 +147,7 @@ def spark(spark_sessions: _Sessions) -> Any:
     return spark_sessions.get("local")
 
 
-@pytest.fixture(
-    params=[
-        "local",
-        pytest.param("standalone", marks=pytest.mark.spark_cluster("standalone")),
-        pytest.param("connect", marks=pytest.mark.spark_cluster("connect")),
-    ]
-)
+@pytest.fixture(params=KINDS)  # the cluster kinds get their spark_cluster marker at collection
 def any_spark(request: pytest.FixtureRequest, spark_sessions: _Sessions) -> Any:
     """A session of each kind in turn: classic local, a standalone cluster, Spark Connect."""
     return spark_sessions.get(request.param)
