@@ -40,7 +40,7 @@ def test_job_replays_flights_into_parquet_and_counts_match(spark: Any, tmp_path:
     assert written.where("dep_time IS NULL").count() == int(head.dep_time.isna().sum())
 
 
-def _job(*args: str, env: dict[str, str] | None = None, timeout: float = 170) -> subprocess.CompletedProcess[str]:
+def _job(*args: str, env: dict[str, str] | None = None, timeout: float = 280) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "flowpy.spark.job", *args],
         cwd=ROOT,
@@ -113,7 +113,7 @@ def _stderr_lines_but_jvm_notices(stderr: str) -> list[str]:
     return [line for line in stderr.splitlines() if line and not line.startswith("WARNING: Using incubator")]
 
 
-@pytest.mark.timeout(180)
+@pytest.mark.timeout(600)  # two runs of the job, each starting its own JVM
 def test_job_json_summary_names_airlines_and_keeps_its_output(tmp_path: Path) -> None:
     output = tmp_path / "flights"
     result = _job("--limit", "2000", "--batch-size", "1000", "--chunk", "500", "--output", str(output), "--json")
@@ -132,7 +132,7 @@ def test_job_json_summary_names_airlines_and_keeps_its_output(tmp_path: Path) ->
     assert json.loads(again.stdout)["written"] == 1_000
 
 
-@pytest.mark.timeout(180)
+@pytest.mark.timeout(300)  # the job starts its own JVM
 def test_job_default_output_is_kept_and_printed(tmp_path: Path) -> None:
     env = dict(os.environ, TMPDIR=str(tmp_path))
     result = _job("--limit", "500", env=env)
@@ -146,7 +146,7 @@ def test_job_default_output_is_kept_and_printed(tmp_path: Path) -> None:
 
 
 @pytest.mark.spark_cluster("connect")
-@pytest.mark.timeout(180)
+@pytest.mark.timeout(300)
 def test_job_runs_on_a_spark_connect_server(spark_sessions: Any, tmp_path: Path) -> None:
     spark_sessions.get("connect")
     result = _job("--remote", spark_sessions.connect_url, "--limit", "1500", "--output", str(tmp_path / "o"), "--json")
