@@ -34,6 +34,16 @@ class SerialDrain:
     Drain functions and ``on_reject`` never overlap, and everything a
     signalling thread did before ``signal()`` happens-before the drain pass
     that sees it (rules 1.3, 2.11).
+
+    A drain that raises ends its task: the exception propagates to the
+    executor (to the signalling thread with a synchronous one), and is
+    never taken for a refusal of the executor. The drain is left idle, not
+    busy: the signals its failed pass covered are spent, a signal that came
+    while it ran starts a new task at once, and any later signal starts one
+    as usual. So a failed pass neither freezes the owner nor loops (it runs
+    again only for a signal it did not cover). The owner must have ended
+    what it serves before letting the exception out (see
+    :func:`flowpy._signals.reraise_fatal`).
     """
 
     __slots__ = ("_drain", "_execute", "_lock", "_on_reject", "_rerun", "_wip")
@@ -50,7 +60,9 @@ class SerialDrain:
         self._lock = threading.Lock()
         # --- Guarded by self._lock ---------------------------------------
         # Signals not yet covered by a drain pass. Nonzero exactly while a
-        # task is queued or running (or forever after a rejection).
+        # task is queued or running (or forever after a rejection); a task
+        # whose drain raised leaves it at zero, or at one with a new task
+        # submitted for the signals that came during the failed pass.
         self._wip = 0
         # --- Touched only by the thread running the task ----------------
         self._rerun = False  # a re-submitted task was run inline by the executor
@@ -65,10 +77,21 @@ class SerialDrain:
 
     def _submit(self) -> None:
         # Caller owns the drain (it raised _wip from 0, or it is the task).
+        local = _local
+        depth = getattr(local, "submits", 0)
+        local.submits = depth + 1
         try:
             self._execute(self._run)
-        except BaseException as exc:  # the executor refused: the owner ends the stream
-            self._on_reject(exc)
+        except BaseException as exc:
+            if getattr(local, "raised", None) is exc:
+                # A synchronous executor ran the task here and the drain
+                # raised: not a refusal, the exception goes on up this thread.
+                raise
+            self._on_reject(exc)  # the executor refused: the owner ends the stream
+        finally:
+            local.submits = depth
+            if not depth:
+                local.raised = None
 
     def _run(self) -> None:
         running = _running_here()
@@ -87,7 +110,12 @@ class SerialDrain:
         missed = 1
         first = True
         while True:
-            if self._drain(first):
+            try:
+                more = self._drain(first)
+            except BaseException as exc:
+                self._raised(exc, missed)
+                raise
+            if more:
                 with self._lock:
                     self._wip = 1
                 self._rerun = False
@@ -103,6 +131,25 @@ class SerialDrain:
                 missed = self._wip
                 if missed == 0:
                     return
+
+    def _raised(self, exc: BaseException, missed: int) -> None:
+        """Settle the counter after the drain raised ``exc``; the caller re-raises it.
+
+        The failed pass covered the ``missed`` signals it started with; if
+        more came during it, a new task is submitted for them.
+        """
+        with self._lock:
+            self._wip -= missed
+            again = self._wip != 0
+            if again:
+                self._wip = 1
+        local = _local
+        if again:
+            _running_here().discard(self)  # the new task must run, not nest
+            local.raised = exc
+            self._submit()
+        if getattr(local, "submits", 0):
+            local.raised = exc  # tells the _submit() below on this thread that the task raised
 
 
 _local = threading.local()

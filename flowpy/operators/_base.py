@@ -14,7 +14,7 @@ from typing import Any
 
 from flowpy._demand import MAX_DEMAND, add_demand, check_request
 from flowpy._serial import SerialDrain
-from flowpy._signals import report
+from flowpy._signals import report, reraise_fatal, signal_subscribe
 from flowpy.executors import Task, direct_executor
 from flowpy.flow import Subscriber, Subscription
 
@@ -177,7 +177,9 @@ class DemandDrain(Subscription, ABC):
         self._signal()
 
     def _pass(self, first: bool) -> bool:
-        if not self._ready or self._broken:
+        # Before _release() only a cancelled drain runs a pass: it releases
+        # the upstream (a raising on_subscribe cancels before any delivery).
+        if self._broken or not (self._ready or self.cancelled):
             return False
         try:
             while True:
@@ -186,12 +188,13 @@ class DemandDrain(Subscription, ABC):
                 self.draining = False
                 if self.cancelled or self._failure is not None or not self._has_work():
                     return False
-        except Exception as error:  # a subscriber method broke rule 2.13: the stream ends here
+        except BaseException as error:  # a subscriber method broke rule 2.13: the stream ends here
             self.draining = False
             self._broken = True
             self.cancelled = True
             self._cancel_upstream()
             report(error, f"a subscriber method raised inside {type(self).__name__}'s drain (rule 2.13)")
+            reraise_fatal(error)
         return False
 
     @abstractmethod
@@ -249,6 +252,10 @@ class Relay(Subscriber[Any], Subscription):
     def on_subscribe(self, subscription: Subscription) -> None:
         """Keep ``subscription`` and hand this stage to the downstream as its subscription.
 
+        If the downstream's ``on_subscribe`` raises, this stage cancels
+        upstream and signals it ``on_error`` (rule 2.13,
+        :func:`flowpy._signals.signal_subscribe`).
+
         Raises:
             TypeError: if ``subscription`` is ``None`` (rule 2.13).
         """
@@ -258,7 +265,7 @@ class Relay(Subscriber[Any], Subscription):
             subscription.cancel()  # rule 2.5
             return
         self.upstream = subscription
-        self._downstream.on_subscribe(self)
+        signal_subscribe(self._downstream, self)
 
     def on_error(self, error: BaseException) -> None:
         """Pass the upstream's failure on, unless the stream has already ended here.
