@@ -8,7 +8,6 @@ import logging
 import threading
 import weakref
 from collections.abc import Iterator
-from typing import Any
 
 import pytest
 from hypothesis import given, settings
