@@ -348,6 +348,9 @@ class MulticastProcessor(Processor[T, T]):
                     if fatal is not None:
                         raise fatal
                     return  # the loop never runs again
+                if fatal is not None:
+                    self._abort(fatal)  # the loop never runs again
+                    raise fatal
             lock.acquire()
             self._wip -= missed
             missed = self._wip
@@ -429,6 +432,17 @@ class MulticastProcessor(Processor[T, T]):
         for subscription in subscribers:
             subscription.emitted += emitted
         return fatal
+
+    def _abort(self, error: BaseException) -> None:
+        """End everything before re-raising ``error`` from a subscriber's ``on_next``; only from the drain loop.
+
+        ``error`` is no ``Exception`` (say, ``KeyboardInterrupt``): re-raised
+        to the upstream, it makes the upstream drop this processor (rule
+        2.13), so the upstream is cancelled here and every other subscriber
+        gets ``on_error(error)`` rather than waiting forever.
+        """
+        self._upstream.cancel()
+        self._terminate(error)
 
     def _terminate(self, error: BaseException | None) -> None:
         with self._lock:
