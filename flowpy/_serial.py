@@ -35,14 +35,13 @@ class SerialDrain:
     signalling thread did before ``signal()`` happens-before the drain pass
     that sees it (rules 1.3, 2.11).
 
-    A drain that raises ends its task: the exception propagates to the
-    executor (to the signalling thread with a synchronous one), and is
-    never taken for a refusal of the executor. The drain is left idle, not
-    busy: the signals its failed pass covered are spent, a signal that came
-    while it ran starts a new task at once, and any later signal starts one
-    as usual. So a failed pass neither freezes the owner nor loops (it runs
-    again only for a signal it did not cover). The owner must have ended
-    what it serves before letting the exception out (see
+    If ``drain`` raises, the exception propagates out of the task (to the
+    executor; to the signalling thread with a synchronous one, where it is
+    never taken for a refusal), and the drain is idle again: the next
+    ``signal()`` starts a new task, so a failed pass neither freezes the
+    owner nor loops. Signals that came during the failed pass are not
+    replayed: a raising drain must first leave its owner in a state that
+    such a task handles (say, terminal; see
     :func:`flowpy._signals.reraise_fatal`).
     """
 
@@ -61,8 +60,7 @@ class SerialDrain:
         # --- Guarded by self._lock ---------------------------------------
         # Signals not yet covered by a drain pass. Nonzero exactly while a
         # task is queued or running (or forever after a rejection); a task
-        # whose drain raised leaves it at zero, or at one with a new task
-        # submitted for the signals that came during the failed pass.
+        # whose drain raised leaves it at zero.
         self._wip = 0
         # --- Touched only by the thread running the task ----------------
         self._rerun = False  # a re-submitted task was run inline by the executor
@@ -113,7 +111,7 @@ class SerialDrain:
             try:
                 more = self._drain(first)
             except BaseException as exc:
-                self._raised(exc, missed)
+                self._raised(exc)
                 raise
             if more:
                 with self._lock:
@@ -132,24 +130,16 @@ class SerialDrain:
                 if missed == 0:
                     return
 
-    def _raised(self, exc: BaseException, missed: int) -> None:
-        """Settle the counter after the drain raised ``exc``; the caller re-raises it.
+    def _raised(self, exc: BaseException) -> None:
+        """Leave the drain idle after it raised ``exc``; the caller re-raises it.
 
-        The failed pass covered the ``missed`` signals it started with; if
-        more came during it, a new task is submitted for them.
+        Signals that came during the failed pass are not replayed: the owner
+        has ended what it serves before letting ``exc`` out.
         """
         with self._lock:
-            self._wip -= missed
-            again = self._wip != 0
-            if again:
-                self._wip = 1
-        local = _local
-        if again:
-            _running_here().discard(self)  # the new task must run, not nest
-            local.raised = exc
-            self._submit()
-        if getattr(local, "submits", 0):
-            local.raised = exc  # tells the _submit() below on this thread that the task raised
+            self._wip = 0
+        if getattr(_local, "submits", 0):
+            _local.raised = exc  # tells the _submit() below on this thread that the task raised
 
 
 _local = threading.local()

@@ -1,15 +1,142 @@
-"""SerialDrain: one drain at a time on an executor, no lost signal, and a drain that raises."""
+"""SerialDrain: one drain at a time, no lost signal, re-submission, rejection, a raising drain."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 
 import pytest
 
 from flowpy._serial import SerialDrain
-from flowpy.executors import direct_executor
-from tests.sources_helpers import stack_depth
+from flowpy.executors import DaemonThreadPool, direct_executor
 from tests.support import ManualExecutor, RejectingExecutor
+
+
+class Counting:
+    """A drain that records its passes; it can be told to raise or to yield once."""
+
+    def __init__(self) -> None:
+        self.passes: list[bool] = []
+        self.raise_next: BaseException | None = None
+        self.yield_next = False
+        self.rejected: list[BaseException] = []
+
+    def drain(self, first: bool) -> bool:
+        self.passes.append(first)
+        error, self.raise_next = self.raise_next, None
+        if error is not None:
+            raise error
+        yielded, self.yield_next = self.yield_next, False
+        return yielded
+
+    def reject(self, error: BaseException) -> None:
+        self.rejected.append(error)
+
+
+def test_signals_while_queued_share_one_task_and_one_further_pass() -> None:
+    executor = ManualExecutor()
+    counting = Counting()
+    serial = SerialDrain(executor.execute, counting.drain, counting.reject)
+    for _ in range(3):
+        serial.signal()
+    assert len(executor.tasks) == 1
+    executor.run_all()
+    assert counting.passes == [True, False] and executor.executed == 1
+
+
+def test_a_signal_during_a_pass_runs_one_more_pass_in_the_same_task() -> None:
+    executor = ManualExecutor()
+    counting = Counting()
+
+    def drain(first: bool) -> bool:
+        if len(counting.passes) == 0:
+            serial.signal()  # arrives while this pass runs
+        return counting.drain(first)
+
+    serial = SerialDrain(executor.execute, drain, counting.reject)
+    serial.signal()
+    executor.run_all()
+    assert counting.passes == [True, False] and executor.executed == 1
+
+
+def test_a_yielding_drain_resubmits_and_a_direct_executor_does_not_nest() -> None:
+    counting = Counting()
+    depths: list[int] = []
+
+    def drain(first: bool) -> bool:
+        import inspect
+
+        depths.append(len(inspect.stack(0)))
+        return len(counting.passes) < 5 and (counting.passes.append(first) or True)
+
+    serial = SerialDrain(direct_executor.execute, drain, counting.reject)
+    serial.signal()
+    assert counting.passes == [True] * 5
+    assert len(set(depths)) == 1
+
+
+def test_a_refused_task_calls_on_reject_and_no_drain_runs_again() -> None:
+    executor = RejectingExecutor(0)
+    counting = Counting()
+    serial = SerialDrain(executor.execute, counting.drain, counting.reject)
+    serial.signal()
+    serial.signal()
+    assert counting.passes == [] and [str(e) for e in counting.rejected] == ["executor refused the task"]
+
+
+@pytest.mark.parametrize("error", [KeyError("k"), KeyboardInterrupt()])
+def test_a_raising_drain_propagates_and_leaves_the_drain_idle_for_the_next_signal(error: BaseException) -> None:
+    executor = ManualExecutor()
+    counting = Counting()
+    serial = SerialDrain(executor.execute, counting.drain, counting.reject)
+    counting.raise_next = error
+    serial.signal()
+    with pytest.raises(type(error)):
+        executor.run_one()
+    serial.signal()
+    assert len(executor.tasks) == 1  # a new task: the failed one did not leave it busy
+    executor.run_all()
+    assert counting.passes == [True, True]
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.usefixtures("tiny_switch_interval")
+def test_signals_from_many_threads_never_overlap_and_none_is_lost() -> None:
+    pool = DaemonThreadPool(4)
+    inside = threading.Lock()
+    overlaps: list[int] = []
+    seen = [0]
+    sent = [0]
+    count_lock = threading.Lock()
+
+    def drain(first: bool) -> bool:
+        if not inside.acquire(blocking=False):
+            overlaps.append(1)
+            return False
+        try:
+            with count_lock:
+                seen[0] = sent[0]
+        finally:
+            inside.release()
+        return False
+
+    serial = SerialDrain(pool.execute, drain, lambda error: None)
+
+    def signaller() -> None:
+        for _ in range(2_000):
+            with count_lock:
+                sent[0] += 1
+            serial.signal()
+
+    threads = [threading.Thread(target=signaller) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert pool.wait_idle(30)
+    assert overlaps == []
+    assert seen[0] == sent[0] == 8_000  # the last signal's work was seen by a pass after it
+    pool.shutdown()
 
 
 class Drain:
@@ -33,101 +160,14 @@ class Drain:
         return self.serial
 
 
-def test_serial_signals_while_queued_start_one_task() -> None:
-    executor = ManualExecutor()
-    drain = Drain()
-    serial = drain.attach(executor.execute)
-    serial.signal()
-    serial.signal()
-    serial.signal()
-    assert len(executor.tasks) == 1
-    executor.run_all()
-    assert drain.passes == [True, False]  # one pass, then one for the signals that came before it ran
-    assert executor.executed == 1
-
-
-def test_serial_signal_during_a_pass_runs_one_more_pass_in_the_same_task() -> None:
-    executor = ManualExecutor()
-    drain = Drain()
-    serial = drain.attach(executor.execute)
-    drain.step = lambda number: serial.signal() if number == 1 else False  # type: ignore[func-returns-value]
-    serial.signal()
-    executor.run_all()
-    assert drain.passes == [True, False]
-    assert executor.executed == 1
-
-
-def test_serial_drain_returning_true_yields_the_thread_with_a_new_task() -> None:
-    executor = ManualExecutor()
-    drain = Drain(lambda number: number < 3)
-    serial = drain.attach(executor.execute)
-    serial.signal()
-    assert executor.run_one()
-    assert drain.passes == [True]
-    assert len(executor.tasks) == 1  # re-submitted, not looped
-    executor.run_all()
-    assert drain.passes == [True, True, True]
-    serial.signal()
-    executor.run_all()
-    assert drain.passes == [True, True, True, True]  # idle again: a later signal starts a task
-
-
-def test_serial_direct_executor_many_yields_do_not_grow_the_stack() -> None:
-    depths: set[int] = set()
-
-    def step(number: int) -> bool:
-        depths.add(stack_depth())
-        return number < 1_000
-
-    drain = Drain(step)
-    drain.attach(direct_executor.execute).signal()
-    assert len(drain.passes) == 1_000
-    assert len(depths) == 1
-
-
-def test_serial_rejected_task_calls_on_reject_and_no_drain_runs_again() -> None:
-    refusal = RuntimeError("refused")
-    executor = RejectingExecutor(accept=0, error=refusal)
-    drain = Drain()
-    serial = drain.attach(executor.execute)
-    serial.signal()
-    serial.signal()
-    assert drain.rejected == [refusal]
-    assert drain.passes == []
-
-
-@pytest.mark.parametrize("error_type", [KeyboardInterrupt, SystemExit, ValueError])
-def test_serial_raising_drain_propagates_then_a_later_signal_runs_again(error_type: type[BaseException]) -> None:
+def test_serial_raising_drain_does_not_replay_a_signal_of_the_failed_pass_but_serves_a_later_one() -> None:
     executor = ManualExecutor()
     drain = Drain()
     serial = drain.attach(executor.execute)
 
     def step(number: int) -> bool:
         if number == 1:
-            raise error_type("drain failed")
-        return False
-
-    drain.step = step
-    serial.signal()
-    with pytest.raises(error_type):
-        executor.run_one()
-    assert drain.passes == [True]  # no loop after the raise
-    assert not executor.tasks  # idle: no task queued for the spent signal
-    serial.signal()
-    assert len(executor.tasks) == 1  # not busy forever: the later signal starts a task
-    executor.run_all()
-    assert drain.passes == [True, True]
-    assert drain.rejected == []  # a raising drain is not a refusal
-
-
-def test_serial_raising_drain_serves_a_signal_that_came_during_the_failed_pass() -> None:
-    executor = ManualExecutor()
-    drain = Drain()
-    serial = drain.attach(executor.execute)
-
-    def step(number: int) -> bool:
-        if number == 1:
-            serial.signal()  # counted, not yet covered
+            serial.signal()  # counted during the failed pass: the owner has ended, no replay
             raise KeyboardInterrupt
         return False
 
@@ -135,10 +175,10 @@ def test_serial_raising_drain_serves_a_signal_that_came_during_the_failed_pass()
     serial.signal()
     with pytest.raises(KeyboardInterrupt):
         executor.run_one()
-    assert len(executor.tasks) == 1  # the signal of the failed pass is not lost
+    assert not executor.tasks  # idle, and no loop
+    serial.signal()
     executor.run_all()
     assert drain.passes == [True, True]
-    assert not executor.tasks
 
 
 def test_serial_raising_drain_on_direct_executor_propagates_from_signal_and_is_no_refusal() -> None:
@@ -154,25 +194,6 @@ def test_serial_raising_drain_on_direct_executor_propagates_from_signal_and_is_n
     assert drain.rejected == []
     serial.signal()  # a later signal runs a pass inline
     assert drain.passes == [True, True]
-
-
-def test_serial_raising_drain_on_direct_executor_reruns_once_for_a_signal_during_the_pass() -> None:
-    drain = Drain()
-    serial = drain.attach(direct_executor.execute)
-
-    def step(number: int) -> bool:
-        if number == 1:
-            serial.signal()
-            raise KeyboardInterrupt
-        return False
-
-    drain.step = step
-    with pytest.raises(KeyboardInterrupt):
-        serial.signal()
-    assert drain.passes == [True, True]  # the pending signal served once, inline; no loop
-    assert drain.rejected == []
-    serial.signal()
-    assert drain.passes == [True, True, True]
 
 
 def test_serial_raising_drain_on_direct_executor_inside_a_yielded_task_propagates() -> None:
