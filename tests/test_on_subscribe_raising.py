@@ -225,3 +225,15 @@ def test_on_subscribe_raising_then_on_error_raising_is_logged(caplog: pytest.Log
     assert subscriber.kinds() == ["on_subscribe", "on_error"]
     assert source.all_cancelled()
     assert "on_error of" in caplog.text and "on_error failed too" in caplog.text
+
+
+def test_subscribe_on_refused_subscribe_task_and_raising_on_subscribe_signals_on_error_once() -> None:
+    from tests.support import RejectingExecutor
+
+    raised = RuntimeError("not now")
+    source = RecordingSource()
+    subscriber = Refusing(raised)
+    ops.subscribe_on(source, RejectingExecutor(0)).subscribe(subscriber)  # must not raise
+    assert subscriber.kinds() == ["on_subscribe", "on_error"]
+    assert subscriber.error is raised  # the raised exception, not the executor's
+    assert source.subscriptions == []

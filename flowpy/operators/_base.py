@@ -91,9 +91,12 @@ class CancelledSubscription(Subscription):
 
 
 def reject_subscriber(subscriber: Subscriber[Any], error: BaseException) -> None:
-    """Refuse ``subscriber``: ``on_subscribe`` with a dead subscription, then ``on_error`` (rule 1.9)."""
-    subscriber.on_subscribe(CancelledSubscription())
-    subscriber.on_error(error)
+    """Refuse ``subscriber``: ``on_subscribe`` with a dead subscription, then ``on_error`` (rule 1.9).
+
+    If ``on_subscribe`` raises, the subscriber gets ``on_error`` of that instead (rule 2.13).
+    """
+    if signal_subscribe(subscriber, CancelledSubscription()):
+        subscriber.on_error(error)
 
 
 class DemandDrain(Subscription, ABC):
