@@ -12,6 +12,7 @@ from contextlib import suppress
 from typing import Generic, TypeVar
 
 from flowpy._demand import MAX_DEMAND
+from flowpy._signals import reraise_fatal
 from flowpy.flow import Publisher, Subscriber, Subscription
 
 __all__ = ["FutureSubscriber", "subscribe_future"]
@@ -61,12 +62,13 @@ class FutureSubscriber(Subscriber[T], Generic[T, R]):
             return  # cancelled or failed; items still in flight are ignored (rule 2.8)
         try:
             self._fn(item)
-        except Exception as exc:
+        except BaseException as exc:
             subscription = self._subscription
             if subscription is not None:
                 subscription.cancel()
             with suppress(InvalidStateError):  # cancelled meanwhile
                 self._future.set_exception(exc)
+            reraise_fatal(exc)
 
     def on_error(self, error: BaseException) -> None:
         if error is None:
@@ -79,9 +81,10 @@ class FutureSubscriber(Subscriber[T], Generic[T, R]):
             return
         try:
             result = self._result()
-        except Exception as exc:
+        except BaseException as exc:
             with suppress(InvalidStateError):
                 self._future.set_exception(exc)
+            reraise_fatal(exc)
             return
         with suppress(InvalidStateError):  # cancelled meanwhile
             self._future.set_result(result)

@@ -31,15 +31,18 @@ class SerialDrain:
     that signalled, in place of the drain, and no drain ever runs again: the
     owner must end what it serves.
 
-    If ``drain`` raises, the exception propagates out of the task, and the
-    drain is idle again: the next ``signal()`` starts a new task. A raising
-    drain must leave its owner in a state that such a task handles (say,
-    terminal), since signals that came during the failed pass are not
-    replayed.
-
     Drain functions and ``on_reject`` never overlap, and everything a
     signalling thread did before ``signal()`` happens-before the drain pass
     that sees it (rules 1.3, 2.11).
+
+    If ``drain`` raises, the exception propagates out of the task (to the
+    executor; to the signalling thread with a synchronous one, where it is
+    never taken for a refusal), and the drain is idle again: the next
+    ``signal()`` starts a new task, so a failed pass neither freezes the
+    owner nor loops. Signals that came during the failed pass are not
+    replayed: a raising drain must first leave its owner in a state that
+    such a task handles (say, terminal; see
+    :func:`flowpy._signals.reraise_fatal`).
     """
 
     __slots__ = ("_drain", "_execute", "_lock", "_on_reject", "_rerun", "_wip")
@@ -56,7 +59,8 @@ class SerialDrain:
         self._lock = threading.Lock()
         # --- Guarded by self._lock ---------------------------------------
         # Signals not yet covered by a drain pass. Nonzero exactly while a
-        # task is queued or running (or forever after a rejection).
+        # task is queued or running (or forever after a rejection); a task
+        # whose drain raised leaves it at zero.
         self._wip = 0
         # --- Touched only by the thread running the task ----------------
         self._rerun = False  # a re-submitted task was run inline by the executor
@@ -71,10 +75,21 @@ class SerialDrain:
 
     def _submit(self) -> None:
         # Caller owns the drain (it raised _wip from 0, or it is the task).
+        local = _local
+        depth = getattr(local, "submits", 0)
+        local.submits = depth + 1
         try:
             self._execute(self._run)
-        except BaseException as exc:  # the executor refused: the owner ends the stream
-            self._on_reject(exc)
+        except BaseException as exc:
+            if getattr(local, "raised", None) is exc:
+                # A synchronous executor ran the task here and the drain
+                # raised: not a refusal, the exception goes on up this thread.
+                raise
+            self._on_reject(exc)  # the executor refused: the owner ends the stream
+        finally:
+            local.submits = depth
+            if not depth:
+                local.raised = None
 
     def _run(self) -> None:
         running = _running_here()
@@ -90,18 +105,15 @@ class SerialDrain:
             running.discard(self)
 
     def _loop(self) -> None:
-        try:
-            self._passes()
-        except BaseException:
-            with self._lock:
-                self._wip = 0  # idle: a raising pass must not leave the drain busy for ever
-            raise
-
-    def _passes(self) -> None:
         missed = 1
         first = True
         while True:
-            if self._drain(first):
+            try:
+                more = self._drain(first)
+            except BaseException as exc:
+                self._raised(exc)
+                raise
+            if more:
                 with self._lock:
                     self._wip = 1
                 self._rerun = False
@@ -117,6 +129,17 @@ class SerialDrain:
                 missed = self._wip
                 if missed == 0:
                     return
+
+    def _raised(self, exc: BaseException) -> None:
+        """Leave the drain idle after it raised ``exc``; the caller re-raises it.
+
+        Signals that came during the failed pass are not replayed: the owner
+        has ended what it serves before letting ``exc`` out.
+        """
+        with self._lock:
+            self._wip = 0
+        if getattr(_local, "submits", 0):
+            _local.raised = exc  # tells the _submit() below on this thread that the task raised
 
 
 _local = threading.local()

@@ -4,6 +4,14 @@ Rule 2.13: when a subscriber method raises, the publisher considers the
 subscription cancelled and reports the error "in a way suited to the
 runtime": here, the ``flowpy`` logger, with the traceback. Rules 3.15 and
 3.16 give subscription methods the same duty towards subscribers.
+
+Exceptions that are not :class:`Exception` (``KeyboardInterrupt``,
+``SystemExit``, ...) raised by user code end the stream exactly as an
+``Exception`` would at that point, and are then re-raised on the thread
+where they happened (:func:`reraise_fatal`), so that Ctrl-C still
+interrupts and ``SystemExit`` still exits; on a pool thread they reach
+:func:`threading.excepthook`. See "Exceptions raised by user code" in
+``docs/java-mapping.md``.
 """
 
 from __future__ import annotations
@@ -13,7 +21,7 @@ from typing import TypeVar
 
 from flowpy.flow import Subscriber, Subscription
 
-__all__ = ["call_subscription", "report", "signal_subscribe", "signal_terminal"]
+__all__ = ["call_subscription", "report", "reraise_fatal", "signal_subscribe", "signal_terminal"]
 
 T = TypeVar("T")
 
@@ -30,19 +38,45 @@ def report(error: BaseException, context: str) -> None:
     _logger.error("%s: %r", context, error, exc_info=error)
 
 
+def reraise_fatal(error: BaseException) -> None:
+    """Re-raise ``error`` if it is not an :class:`Exception` (``KeyboardInterrupt``, ``SystemExit``, ...).
+
+    Call it last, once the stream has been ended as it would be for an
+    ``Exception`` (upstream cancelled, ``on_error`` sent, counters and flags
+    left consistent): an ``Exception`` is then settled, a ``BaseException``
+    goes on up the thread where it was raised.
+    """
+    if not isinstance(error, Exception):
+        raise error
+
+
 def signal_subscribe(subscriber: Subscriber[T], subscription: Subscription) -> bool:
-    """Call ``on_subscribe``; if it raised, cancel, log, and return ``False`` (rule 2.13)."""
+    """Call ``on_subscribe``; return whether it returned normally (rules 2.13, 1.9).
+
+    If it raised, ``subscription`` is cancelled (which must release what it
+    holds and stop every further signal) and the subscriber gets
+    ``on_error`` with the raised exception, once; the exception does not
+    propagate, as with the JDK's ``SubmissionPublisher``. A raising
+    ``on_error`` is reported with :func:`report`. A ``BaseException`` that is
+    not an ``Exception`` is re-raised after that (:func:`reraise_fatal`).
+    """
     try:
         subscriber.on_subscribe(subscription)
     except BaseException as exc:
-        subscription.cancel()
-        report(exc, f"on_subscribe of {subscriber!r} raised (rule 2.13)")
+        try:
+            call_subscription(subscription, None)
+            signal_terminal(subscriber, exc)
+        finally:
+            reraise_fatal(exc)
         return False
     return True
 
 
 def signal_terminal(subscriber: Subscriber[T], error: BaseException | None) -> None:
-    """Call ``on_error(error)``, or ``on_complete()`` if ``error`` is ``None``; log a raise (rule 2.13)."""
+    """Call ``on_error(error)``, or ``on_complete()`` if ``error`` is ``None``; report a raise (rule 2.13).
+
+    A raised ``BaseException`` that is not an ``Exception`` is re-raised after the report.
+    """
     try:
         if error is None:
             subscriber.on_complete()
@@ -51,10 +85,14 @@ def signal_terminal(subscriber: Subscriber[T], error: BaseException | None) -> N
     except BaseException as exc:
         name = "on_complete" if error is None else "on_error"
         report(exc, f"{name} of {subscriber!r} raised (rule 2.13)")
+        reraise_fatal(exc)
 
 
 def call_subscription(subscription: Subscription, n: int | None) -> None:
-    """Call ``request(n)``, or ``cancel()`` if ``n`` is ``None``; log a raise (rules 3.15, 3.16)."""
+    """Call ``request(n)``, or ``cancel()`` if ``n`` is ``None``; report a raise (rules 3.15, 3.16).
+
+    A raised ``BaseException`` that is not an ``Exception`` is re-raised after the report.
+    """
     try:
         if n is None:
             subscription.cancel()
@@ -63,3 +101,4 @@ def call_subscription(subscription: Subscription, n: int | None) -> None:
     except BaseException as exc:
         name = "cancel" if n is None else "request"
         report(exc, f"{name} of {subscription!r} raised (rules 3.15, 3.16)")
+        reraise_fatal(exc)

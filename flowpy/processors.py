@@ -22,7 +22,7 @@ from typing import Any, Generic, TypeVar
 
 from flowpy._checks import require_positive_int
 from flowpy._demand import add_demand, check_request
-from flowpy._signals import call_subscription, report, signal_subscribe, signal_terminal
+from flowpy._signals import call_subscription, report, reraise_fatal, signal_subscribe, signal_terminal
 from flowpy.errors import ClosedPublisherError, MissingBackpressureError
 from flowpy.executors import DEFAULT, Default, Executor
 from flowpy.flow import Processor, Subscriber, Subscription, default_buffer_size
@@ -331,6 +331,7 @@ class MulticastProcessor(Processor[T, T]):
         lock.release()
         missed = 1
         queue = self._queue
+        fatal: BaseException | None = None  # an on_next raised it; re-raised when the loop stops
         while True:
             subscribers, demand, failed, upstream, done, error, terminated = view
             for subscription in failed:
@@ -341,15 +342,22 @@ class MulticastProcessor(Processor[T, T]):
                 queue.clear()
             elif subscribers:
                 if demand > 0 and queue:
-                    self._emit(subscribers, demand)
+                    fatal = self._emit(subscribers, demand) or fatal
                 if done and not queue:
                     self._terminate(error)
+                    if fatal is not None:
+                        raise fatal
                     return  # the loop never runs again
+                if fatal is not None:
+                    self._abort(fatal)  # the loop never runs again
+                    raise fatal
             lock.acquire()
             self._wip -= missed
             missed = self._wip
             if missed == 0:
                 lock.release()
+                if fatal is not None:
+                    raise fatal
                 return
             view = self._view()
             lock.release()
@@ -388,8 +396,15 @@ class MulticastProcessor(Processor[T, T]):
                 demand = remaining
         return subscribers, demand, failed, upstream, self._done, self._error, self._terminated
 
-    def _emit(self, subscribers: tuple[_MulticastSubscription[T], ...], demand: int) -> None:
-        """Deliver up to ``demand`` queued items to every subscriber; only from the drain loop."""
+    def _emit(self, subscribers: tuple[_MulticastSubscription[T], ...], demand: int) -> BaseException | None:
+        """Deliver up to ``demand`` queued items to every subscriber; only from the drain loop.
+
+        A subscriber whose ``on_next`` raises is cancelled and the error
+        reported (rule 2.13); the others go on. Returns the first raised
+        ``BaseException`` that is not an ``Exception``, for the loop to
+        re-raise once it has stopped.
+        """
+        fatal: BaseException | None = None
         queue = self._queue
         limit = self._limit
         consumed = self._consumed
@@ -404,6 +419,8 @@ class MulticastProcessor(Processor[T, T]):
                 except BaseException as exc:
                     subscription.cancel()
                     report(exc, f"on_next of {subscription.subscriber!r} raised (rule 2.13)")
+                    if fatal is None and not isinstance(exc, Exception):
+                        fatal = exc
             emitted += 1
             consumed += 1
             if consumed == limit:
@@ -414,6 +431,18 @@ class MulticastProcessor(Processor[T, T]):
         self._consumed = consumed
         for subscription in subscribers:
             subscription.emitted += emitted
+        return fatal
+
+    def _abort(self, error: BaseException) -> None:
+        """End everything before re-raising ``error`` from a subscriber's ``on_next``; only from the drain loop.
+
+        ``error`` is no ``Exception`` (say, ``KeyboardInterrupt``): re-raised
+        to the upstream, it makes the upstream drop this processor (rule
+        2.13), so the upstream is cancelled here and every other subscriber
+        gets ``on_error(error)`` rather than waiting forever.
+        """
+        self._upstream.cancel()
+        self._terminate(error)
 
     def _terminate(self, error: BaseException | None) -> None:
         with self._lock:
@@ -421,8 +450,14 @@ class MulticastProcessor(Processor[T, T]):
             self._terminated = True
             for subscription in subscribers:
                 subscription.cancelled = True
+        fatal: BaseException | None = None
         for subscription in subscribers:
-            signal_terminal(subscription.subscriber, error)
+            try:
+                signal_terminal(subscription.subscriber, error)
+            except BaseException as exc:  # not an Exception: the others still get their signal
+                fatal = fatal or exc
+        if fatal is not None:
+            raise fatal
 
     def __repr__(self) -> str:
         state = "terminated" if self._terminated else "connected" if self._upstream.connected else "unconnected"
@@ -529,6 +564,7 @@ class TransformProcessor(SubmissionPublisher[R], Processor[T, R], Generic[T, R])
             result = self._fn(item)
         except BaseException as exc:
             self._fail(exc)
+            reraise_fatal(exc)
             return
         if result is None:
             self._fail(TypeError(f"fn must not return None (rule 2.13), got None for {item!r}"))

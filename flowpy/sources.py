@@ -33,7 +33,7 @@ from typing import Generic, TypeVar
 from flowpy._checks import require_int, require_positive_int
 from flowpy._demand import MAX_DEMAND, add_demand, check_request
 from flowpy._serial import SerialDrain
-from flowpy._signals import report, signal_subscribe, signal_terminal
+from flowpy._signals import report, reraise_fatal, signal_subscribe, signal_terminal
 from flowpy.executors import DEFAULT, Default, Executor, resolve_execute
 from flowpy.flow import Publisher, Subscriber, Subscription
 
@@ -172,6 +172,7 @@ class _SequenceSubscription(Subscription, Generic[T]):
             self._cancelled = True
             self._subscriber = None
             report(exc, f"on_next of {subscriber!r} raised (rule 2.13)")
+            reraise_fatal(exc)
 
 
 class _SequencePublisher(Publisher[T_co]):
@@ -428,6 +429,7 @@ class _IterableSubscription(Subscription, Generic[T]):
         except BaseException as exc:
             if signal_subscribe(subscriber, self):
                 self._terminate(exc)
+            reraise_fatal(exc)
             return False
         self._iterator = iterator
         if not signal_subscribe(subscriber, self):
@@ -442,6 +444,7 @@ class _IterableSubscription(Subscription, Generic[T]):
             self._next = next(iterator, _END)
         except BaseException as exc:
             self._terminate(exc)
+            reraise_fatal(exc)
             return False
         if self._next is _END:
             self._terminate(None)
@@ -475,8 +478,10 @@ class _IterableSubscription(Subscription, Generic[T]):
                 if not self._advance(iterator):
                     break
         except BaseException as exc:
-            self.cancel()
-            report(exc, f"on_next of {subscriber!r} raised (rule 2.13)")
+            if self._subscriber is not None:  # else the iterator raised, and _advance ended the stream
+                self.cancel()
+                report(exc, f"on_next of {subscriber!r} raised (rule 2.13)")
+            reraise_fatal(exc)
             return False
         self._budget -= emitted
         with self._lock:

@@ -34,7 +34,7 @@ from flowpy._checks import require_positive_int
 from flowpy._consumer import subscribe_future
 from flowpy._demand import MAX_DEMAND, replenish_limit
 from flowpy._serial import SerialDrain
-from flowpy._signals import call_subscription, report
+from flowpy._signals import call_subscription, report, reraise_fatal
 from flowpy.executors import DEFAULT, Default, Executor, resolve_execute
 from flowpy.flow import Publisher, Subscriber, Subscription
 
@@ -118,6 +118,7 @@ class SyncSubscriber(Subscriber[T_contra], ABC):
             self._done = True
             call_subscription(subscription, None)
             self.when_error(exc)
+            reraise_fatal(exc)
             return
         if more:
             call_subscription(subscription, 1)
@@ -282,6 +283,7 @@ class AsyncSubscriber(Subscriber[T_contra], ABC):
         except BaseException as exc:
             self._finish()
             self.when_error(exc)
+            reraise_fatal(exc)
             return
         if more:
             call_subscription(subscription, 1)
@@ -397,6 +399,7 @@ class LambdaSubscriber(Subscriber[T_contra]):
             self._deliver(item)
         except BaseException as exc:
             self._fail(exc)
+            reraise_fatal(exc)
             return
         remaining = self._remaining - 1
         if remaining:
@@ -426,6 +429,7 @@ class LambdaSubscriber(Subscriber[T_contra]):
             self._on_error(error)
         except BaseException as exc:
             report(exc, f"on_error callback of {self!r} raised")
+            reraise_fatal(exc)
 
     def on_error(self, error: BaseException) -> None:
         """Pass ``error`` to the ``on_error`` callback (or log it), once.
@@ -449,6 +453,7 @@ class LambdaSubscriber(Subscriber[T_contra]):
                 self._on_complete()
             except BaseException as exc:
                 report(exc, f"on_complete callback of {self!r} raised")
+                reraise_fatal(exc)
 
     def __repr__(self) -> str:
         return f"<LambdaSubscriber on_next={self._next!r} prefetch={self._prefetch}>"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 
 import pytest
 
@@ -136,3 +137,79 @@ def test_signals_from_many_threads_never_overlap_and_none_is_lost() -> None:
     assert overlaps == []
     assert seen[0] == sent[0] == 8_000  # the last signal's work was seen by a pass after it
     pool.shutdown()
+
+
+class Drain:
+    """A drain function that records its passes and runs ``step(pass_number)`` in each."""
+
+    def __init__(self, step: Callable[[int], bool] | None = None) -> None:
+        self.passes: list[bool] = []  # the ``first`` argument of each pass
+        self.step = step
+        self.rejected: list[BaseException] = []
+        self.serial: SerialDrain | None = None
+
+    def __call__(self, first: bool) -> bool:
+        self.passes.append(first)
+        return self.step(len(self.passes)) if self.step is not None else False
+
+    def reject(self, exc: BaseException) -> None:
+        self.rejected.append(exc)
+
+    def attach(self, execute: Callable[..., object]) -> SerialDrain:
+        self.serial = SerialDrain(execute, self, self.reject)
+        return self.serial
+
+
+def test_serial_raising_drain_does_not_replay_a_signal_of_the_failed_pass_but_serves_a_later_one() -> None:
+    executor = ManualExecutor()
+    drain = Drain()
+    serial = drain.attach(executor.execute)
+
+    def step(number: int) -> bool:
+        if number == 1:
+            serial.signal()  # counted during the failed pass: the owner has ended, no replay
+            raise KeyboardInterrupt
+        return False
+
+    drain.step = step
+    serial.signal()
+    with pytest.raises(KeyboardInterrupt):
+        executor.run_one()
+    assert not executor.tasks  # idle, and no loop
+    serial.signal()
+    executor.run_all()
+    assert drain.passes == [True, True]
+
+
+def test_serial_raising_drain_on_direct_executor_propagates_from_signal_and_is_no_refusal() -> None:
+    def step(number: int) -> bool:
+        if number == 1:
+            raise KeyboardInterrupt
+        return False
+
+    drain = Drain(step)
+    serial = drain.attach(direct_executor.execute)
+    with pytest.raises(KeyboardInterrupt):
+        serial.signal()
+    assert drain.rejected == []
+    serial.signal()  # a later signal runs a pass inline
+    assert drain.passes == [True, True]
+
+
+def test_serial_raising_drain_on_direct_executor_inside_a_yielded_task_propagates() -> None:
+    drain = Drain()
+    serial = drain.attach(direct_executor.execute)
+
+    def step(number: int) -> bool:
+        if number == 3:
+            raise KeyboardInterrupt
+        return True  # yield: the re-submitted task runs inline
+
+    drain.step = step
+    with pytest.raises(KeyboardInterrupt):
+        serial.signal()
+    assert drain.passes == [True, True, True]
+    assert drain.rejected == []
+    drain.step = None
+    serial.signal()
+    assert drain.passes == [True, True, True, True]

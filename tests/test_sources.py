@@ -8,7 +8,6 @@ import logging
 import threading
 import weakref
 from collections.abc import Iterator
-from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -517,20 +516,3 @@ def test_iterable_direct_executor_many_batches_do_not_grow_the_stack() -> None:
     result = collect(IterablePublisher(numbers(), executor=direct_executor, batch_size=2)).result(timeout=WAIT)
     assert result == list(range(100_000))
     assert len(depths) == 1, f"stack depth changed across batches: {sorted(depths)}"
-
-
-@pytest.mark.parametrize("make", [lambda: RangePublisher(0, 3), lambda: just(1, 2), empty])
-def test_sync_sources_on_subscribe_raising_is_logged_and_nothing_follows(
-    make: Any, caplog: pytest.LogCaptureFixture
-) -> None:
-    class Refusing(SyncRecorder):
-        def on_subscribe(self, subscription: Any) -> None:
-            super().on_subscribe(subscription)
-            raise RuntimeError("not now")
-
-    subscriber = Refusing()
-    with caplog.at_level(logging.ERROR, logger="flowpy"):
-        make().subscribe(subscriber)
-    subscriber.subscription.request(5)  # type: ignore[union-attr]  # cancelled: a no-op (rule 3.6)
-    assert subscriber.kinds() == ["on_subscribe"]
-    assert "on_subscribe of" in caplog.text and "not now" in caplog.text

@@ -35,6 +35,7 @@ from typing import Generic, TypeVar
 from flowpy import flow
 from flowpy._checks import require, require_positive_int
 from flowpy._demand import MAX_DEMAND, add_demand, check_request, replenish_limit
+from flowpy._signals import reraise_fatal, signal_subscribe, signal_terminal
 from flowpy.flow import default_buffer_size
 from flowpy.interop._common import (
     ForwardingSubscriber,
@@ -317,9 +318,8 @@ class _PullSubscription(flow.Subscription, Generic[T]):
         except RuntimeError as exc:  # the loop is closed: say so through the subscriber
             subscriber = self._subscriber
             self._finish()
-            if subscriber is not None:
-                subscriber.on_subscribe(self)
-                subscriber.on_error(exc)
+            if subscriber is not None and signal_subscribe(subscriber, self):
+                signal_terminal(subscriber, exc)
 
     def _start_task(self) -> None:
         self._task = self._loop.create_task(self._pump())
@@ -390,7 +390,9 @@ class _PullSubscription(flow.Subscription, Generic[T]):
             return
         iterator: AsyncIterator[T] | None = None
         try:
-            subscriber.on_subscribe(self)
+            if not signal_subscribe(subscriber, self):  # rule 2.13: cancelled, and on_error sent
+                self._finish()
+                return
             self._check_stop()
             source = self._iterable
             try:
@@ -422,11 +424,12 @@ class _PullSubscription(flow.Subscription, Generic[T]):
         except _SourceError as failure:
             self._finish()
             subscriber.on_error(failure.error)
-        except Exception as exc:  # the subscriber broke rule 2.13: cancelled, and reported
+        except BaseException as exc:  # the subscriber broke rule 2.13: cancelled, and reported
             self._finish()
             self._loop.call_exception_handler(
                 {"message": f"{subscriber!r} raised from a signal (rule 2.13)", "exception": exc}
             )
+            reraise_fatal(exc)
         finally:
             self._finish()
             if iterator is not None:

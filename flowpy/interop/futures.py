@@ -26,6 +26,7 @@ from typing import Any, Generic, TypeVar
 
 from flowpy import flow
 from flowpy._demand import check_request
+from flowpy._signals import signal_subscribe
 from flowpy.subscribers import collect, consume
 
 __all__ = ["collect", "consume", "from_future"]
@@ -121,7 +122,8 @@ class _FuturePublisher(flow.Publisher[T]):
         if subscriber is None:
             raise TypeError("subscriber must not be None (rule 1.9)")
         subscription = _FutureSubscription(self._future, subscriber)
-        subscriber.on_subscribe(subscription)
+        if not signal_subscribe(subscriber, subscription):  # rule 2.13: cancelled, and on_error sent
+            return
         self._future.add_done_callback(lambda _future: subscription._try_signal())  # at once if settled
 
     def __repr__(self) -> str:

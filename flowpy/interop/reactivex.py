@@ -34,6 +34,7 @@ from reactivex.disposable import Disposable
 from flowpy import flow
 from flowpy._checks import require, require_positive_int
 from flowpy._demand import MAX_DEMAND, add_demand, check_request, replenish_limit
+from flowpy._signals import reraise_fatal, signal_subscribe
 from flowpy.errors import MissingBackpressureError
 from flowpy.executors import DEFAULT, Default, Executor, Task, resolve_execute
 from flowpy.flow import default_buffer_size
@@ -82,9 +83,10 @@ class _ObserverSubscriber(ForwardingSubscriber[T]):
             raise TypeError("item must not be None (rule 2.13)")
         try:
             self._observer.on_next(item)
-        except Exception as exc:  # the observer failed: stop the stream and tell it
+        except BaseException as exc:  # the observer failed: stop the stream and tell it
             self.cancel()
-            self._observer.on_error(exc)
+            self._observer.on_error(exc)  # type: ignore[arg-type]  # a BaseException too, then re-raised
+            reraise_fatal(exc)
             return
         self._consumed += 1
         if self._consumed == self._limit:
@@ -403,12 +405,8 @@ class _ObservablePublisher(flow.Publisher[T]):
         subscription = _ObservableSubscription(
             subscriber, self._strategy, self._capacity, self._on_drop, self._execute
         )
-        try:
-            subscriber.on_subscribe(subscription)
-        except BaseException:
-            subscription.cancel()  # rule 2.13: the subscription is void
-            raise
-        subscription.start(self._observable)
+        if signal_subscribe(subscriber, subscription):  # rule 2.13
+            subscription.start(self._observable)
 
     def __repr__(self) -> str:
         return f"<from_observable {self._observable!r} strategy={self._strategy!r} capacity={self._capacity}>"

@@ -54,6 +54,7 @@ from flowpy import flow
 from flowpy import reactivestreams as frs
 from flowpy._checks import require
 from flowpy._demand import add_demand, check_request
+from flowpy._signals import reraise_fatal, signal_subscribe, signal_terminal
 from flowpy.errors import MissingBackpressureError
 from flowpy.interop._common import post_to_loop, run_on_loop
 
@@ -99,6 +100,11 @@ def _resolve_loop(loop: asyncio.AbstractEventLoop | None) -> asyncio.AbstractEve
     if not isinstance(loop, asyncio.AbstractEventLoop):
         raise TypeError(f"loop must be an asyncio event loop, got {loop!r}")
     return loop
+
+
+def _as_flow(subscriber: flow.Subscriber[T] | frs.Subscriber[T]) -> flow.Subscriber[T]:
+    """The same object, typed for the helpers of :mod:`flowpy._signals` (the methods are the same)."""
+    return subscriber  # type: ignore[return-value]
 
 
 def _report(loop: asyncio.AbstractEventLoop, who: object, exc: BaseException) -> None:
@@ -276,10 +282,11 @@ class _Outbound(flow.Subscriber[T], frs.Subscriber[T]):
                     subscriber.on_error(signal.error)
                 else:
                     subscriber.on_next(signal)
-        except Exception as exc:  # the rsocket subscriber failed: stop the stream
+        except BaseException as exc:  # the rsocket subscriber failed: stop the stream
             self._done = True
             self.cancel()
             _report(self._loop, subscriber, exc)
+            reraise_fatal(exc)
 
 
 class _FlowpyPublisherAsRSocket(RSocketPublisher):  # type: ignore[misc]
@@ -435,7 +442,8 @@ class _Inbound(RSocketSubscriber, Generic[T]):  # type: ignore[misc]
             subscription.cancel()
         elif not self._announced:
             self._announced = True
-            subscriber.on_subscribe(_InboundSubscription(self))
+            # rule 2.13: cancels, then on_error; both APIs have the same methods
+            signal_subscribe(_as_flow(subscriber), _InboundSubscription(self))
         else:
             self._flush()
 
@@ -557,8 +565,11 @@ class _RSocketPublisherAsFlowpy(flow.Publisher[T], frs.Publisher[T]):
         inbound: _Inbound[T] = _Inbound(subscriber, self._loop, _connect_on_first_request(self._publisher))
         subscription = _InboundSubscription(inbound)
 
+        target = _as_flow(subscriber)  # both APIs have the same methods
+
         def start() -> None:
-            subscriber.on_subscribe(subscription)
+            if not signal_subscribe(target, subscription):  # rule 2.13: cancelled, and on_error sent
+                return
             if taken:
                 inbound.halt(RuntimeError(
                     f"rsocket publisher {self._publisher!r} serves one subscriber; request a new stream"
@@ -567,8 +578,8 @@ class _RSocketPublisherAsFlowpy(flow.Publisher[T], frs.Publisher[T]):
         try:
             run_on_loop(self._loop, start)
         except RuntimeError as exc:  # the loop is closed: say so through the subscriber
-            subscriber.on_subscribe(subscription)
-            subscriber.on_error(exc)
+            if signal_subscribe(target, subscription):
+                signal_terminal(target, exc)
 
     def __repr__(self) -> str:
         return f"<from_rsocket_publisher {self._publisher!r}>"

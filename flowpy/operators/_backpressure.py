@@ -19,6 +19,7 @@ from collections.abc import Callable
 from typing import Any, Generic, Literal, TypeVar
 
 from flowpy._demand import MAX_DEMAND, add_demand
+from flowpy._signals import reraise_fatal
 from flowpy.flow import Publisher, Subscriber, Subscription
 from flowpy.operators._base import (
     Relay,
@@ -174,9 +175,10 @@ class _DropStage(Relay, Generic[T]):
         if on_drop is not None:
             try:
                 on_drop(item)
-            except Exception as error:
+            except BaseException as error:
                 self.cancel()
                 self._downstream.on_error(error)
+                reraise_fatal(error)
 
     def request(self, n: int) -> None:
         """Add ``n`` to the demand; an invalid ``n`` goes upstream, which signals the error (rule 3.9)."""

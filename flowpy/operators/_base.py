@@ -14,7 +14,7 @@ from typing import Any
 
 from flowpy._demand import MAX_DEMAND, add_demand, check_request
 from flowpy._serial import SerialDrain
-from flowpy._signals import report
+from flowpy._signals import report, reraise_fatal, signal_subscribe
 from flowpy.executors import Task, direct_executor
 from flowpy.flow import Subscriber, Subscription
 
@@ -91,9 +91,12 @@ class CancelledSubscription(Subscription):
 
 
 def reject_subscriber(subscriber: Subscriber[Any], error: BaseException) -> None:
-    """Refuse ``subscriber``: ``on_subscribe`` with a dead subscription, then ``on_error`` (rule 1.9)."""
-    subscriber.on_subscribe(CancelledSubscription())
-    subscriber.on_error(error)
+    """Refuse ``subscriber``: ``on_subscribe`` with a dead subscription, then ``on_error`` (rule 1.9).
+
+    If ``on_subscribe`` raises, the subscriber gets ``on_error`` of that instead (rule 2.13).
+    """
+    if signal_subscribe(subscriber, CancelledSubscription()):
+        subscriber.on_error(error)
 
 
 class DemandDrain(Subscription, ABC):
@@ -177,7 +180,9 @@ class DemandDrain(Subscription, ABC):
         self._signal()
 
     def _pass(self, first: bool) -> bool:
-        if not self._ready or self._broken:
+        # Before _release() only a cancelled drain runs a pass: it releases
+        # the upstream (a raising on_subscribe cancels before any delivery).
+        if self._broken or not (self._ready or self.cancelled):
             return False
         try:
             while True:
@@ -192,8 +197,7 @@ class DemandDrain(Subscription, ABC):
             self.cancelled = True
             self._cancel_upstream()
             report(error, f"a subscriber method raised inside {type(self).__name__}'s drain (rule 2.13)")
-            if not isinstance(error, Exception):
-                raise  # KeyboardInterrupt, SystemExit: ended like any failure, then passed on
+            reraise_fatal(error)
         return False
 
     @abstractmethod
@@ -251,6 +255,10 @@ class Relay(Subscriber[Any], Subscription):
     def on_subscribe(self, subscription: Subscription) -> None:
         """Keep ``subscription`` and hand this stage to the downstream as its subscription.
 
+        If the downstream's ``on_subscribe`` raises, this stage cancels
+        upstream and signals it ``on_error`` (rule 2.13,
+        :func:`flowpy._signals.signal_subscribe`).
+
         Raises:
             TypeError: if ``subscription`` is ``None`` (rule 2.13).
         """
@@ -260,7 +268,7 @@ class Relay(Subscriber[Any], Subscription):
             subscription.cancel()  # rule 2.5
             return
         self.upstream = subscription
-        self._downstream.on_subscribe(self)
+        signal_subscribe(self._downstream, self)
 
     def on_error(self, error: BaseException) -> None:
         """Pass the upstream's failure on, unless the stream has already ended here.

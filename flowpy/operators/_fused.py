@@ -30,7 +30,7 @@ from collections.abc import Callable
 from typing import Any, Generic, TypeVar
 
 from flowpy._demand import add_demand
-from flowpy._signals import report
+from flowpy._signals import report, reraise_fatal
 from flowpy.flow import Publisher, Subscriber, Subscription
 from flowpy.operators._base import Relay, require_subscriber
 
@@ -147,7 +147,7 @@ def _compile(steps: tuple[Step, ...]) -> tuple[Factory, dict[str, object]]:
         *(["        credit -= 1"] if drops else []),
         "        try:",
         *indent(indent(indent(body))),
-        "        except Exception as error:",
+        "        except BaseException as error:",
         "            fail(error)",
         "            return",
         *(
@@ -273,14 +273,15 @@ class FusedSubscriber(Relay, Generic[T_co]):
         self.upstream.cancel()
         self._downstream.on_complete()
 
-    def _fail(self, error: Exception) -> None:
-        """A step raised: cancel upstream, then ``on_error``."""
+    def _fail(self, error: BaseException) -> None:
+        """A step raised: cancel upstream, then ``on_error``; then :func:`~flowpy._signals.reraise_fatal`."""
         if not self._end():  # cancelled meanwhile, or the downstream's on_complete raised
             report(error, f"{type(self).__name__} could not signal an error after its end")
-            return
-        assert self.upstream is not None
-        self.upstream.cancel()
-        self._downstream.on_error(error)
+        else:
+            assert self.upstream is not None
+            self.upstream.cancel()
+            self._downstream.on_error(error)
+        reraise_fatal(error)
 
     def settle(self, credit: int, dropped: tuple[tuple[int, int], ...]) -> tuple[int, bool]:
         """See whether the drops are due; called by the compiled chain when ``credit <= 0``.

@@ -23,6 +23,7 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any, Generic, TypeVar
 
 from flowpy._demand import MAX_DEMAND
+from flowpy._signals import reraise_fatal, signal_subscribe
 from flowpy.flow import Publisher, Subscriber, Subscription
 from flowpy.operators._base import (
     DemandDrain,
@@ -212,7 +213,8 @@ class _Outer(Subscriber[Any], Generic[T, R]):
             subscription.cancel()  # rule 2.5
             return
         coordinator._outer = subscription
-        self._downstream.on_subscribe(coordinator)
+        if not signal_subscribe(self._downstream, coordinator):
+            return  # it cancelled the coordinator, whose pass cancelled the source
         coordinator._release()
         if not coordinator.cancelled:
             subscription.request(coordinator.max_concurrency)
@@ -226,9 +228,10 @@ class _Outer(Subscriber[Any], Generic[T, R]):
         try:
             publisher = self._fn(item)
             require_publisher(publisher, "flat_map function result")
-        except Exception as error:
+        except BaseException as error:
             coordinator.outer_done = True
             coordinator.fail(error)
+            reraise_fatal(error)
             return
         coordinator.add(publisher)
 
@@ -271,8 +274,8 @@ class _MergePublisher(Publisher[T_co]):
         coordinator: _Coordinator[T_co] = _Coordinator(
             subscriber, self._max_concurrency, self._prefetch, iter(self._publishers)
         )
-        subscriber.on_subscribe(coordinator)
-        coordinator._release()
+        if signal_subscribe(subscriber, coordinator):
+            coordinator._release()
 
 
 def _check_publishers(publishers: Iterable[object]) -> None:

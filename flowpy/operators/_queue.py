@@ -13,6 +13,7 @@ from collections.abc import Callable
 from typing import Any, Generic, TypeVar
 
 from flowpy._demand import replenish_limit
+from flowpy._signals import signal_subscribe
 from flowpy.errors import MissingBackpressureError
 from flowpy.executors import Task
 from flowpy.flow import Subscriber, Subscription
@@ -193,7 +194,8 @@ class HeadSubscriber(QueueSubscriber):
         if not self.attach(subscription):
             return
         parent = self.parent
-        parent.downstream.on_subscribe(parent)
+        if not signal_subscribe(parent.downstream, parent):
+            return  # it cancelled the parent, whose pass cancelled this upstream
         parent._release()  # the downstream may take items from now on, as they arrive
         self.start()
 

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from typing import Generic, TypeVar
 
 from flowpy._serial import SerialDrain
+from flowpy._signals import signal_subscribe
 from flowpy.executors import DEFAULT, Default, Executor, Task, resolve_execute
 from flowpy.flow import Publisher, Subscriber, Subscription
 from flowpy.operators._base import reject_subscriber, require_publisher, require_subscriber
@@ -124,7 +125,7 @@ class _SubscribeOn(Subscriber[T], Subscription, Generic[T]):
         self._signalling += 1
         try:
             if self._refused is None:
-                self._downstream.on_subscribe(self)
+                signal_subscribe(self._downstream, self)  # rule 2.13: cancels and signals on_error
         finally:
             self._signalling -= 1
         if self._refused is not None:
@@ -183,7 +184,9 @@ class _SubscribeOn(Subscriber[T], Subscription, Generic[T]):
             self._serial.execute(lambda: upstream.request(n))
 
     def cancel(self) -> None:
-        """Cancel the source at once, on the calling thread (rule 3.5)."""
+        """Cancel the source at once, on the calling thread (rule 3.5); nothing more goes downstream."""
+        with self._lock:
+            self._terminated = True
         if self._upstream is not None:
             self._upstream.cancel()
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from flowpy._signals import reraise_fatal, signal_subscribe
 from flowpy.flow import Publisher, Subscriber
 from flowpy.operators._base import (
     DemandDrain,
@@ -78,9 +79,10 @@ class _ZipCoordinator(DemandDrain):
                     result = fn(*result)
                     if result is None:
                         raise TypeError(f"zip function must not return None (rule 2.13), got None from {fn!r}")
-                except Exception as error:
+                except BaseException as error:
                     self._end()
                     downstream.on_error(error)
+                    reraise_fatal(error)
                     return
             downstream.on_next(result)
             emitted += 1
@@ -100,7 +102,8 @@ class _ZipPublisher(Publisher[Any]):
     def subscribe(self, subscriber: Subscriber[Any]) -> None:
         require_subscriber(subscriber)
         coordinator = _ZipCoordinator(subscriber, self._fn, len(self._publishers), self._prefetch)
-        subscriber.on_subscribe(coordinator)
+        if not signal_subscribe(subscriber, coordinator):
+            return  # cancelled: no source is subscribed
         for publisher, inner in zip(self._publishers, coordinator.inners, strict=True):
             if coordinator.cancelled:
                 break

@@ -631,3 +631,27 @@ def test_request_channel_both_directions_with_backpressure_over_tcp() -> None:
             assert numbered(tag, received.items) == list(range(total))
 
     serve_and_run(Handler, body)
+
+
+def test_from_rsocket_publisher_on_subscribe_raising_is_cancelled_and_answered_with_on_error() -> None:
+    requester = FakeRequester()
+    raised = RuntimeError("not now")
+
+    class Refusing(Recorder):
+        def on_subscribe(self, subscription: Any) -> None:
+            super().on_subscribe(subscription)
+            raise raised
+
+    async def run() -> Recorder:
+        recorder = Refusing()
+        from_rsocket_publisher(requester).subscribe(recorder)  # does not raise (rule 2.13)
+        await settle()
+        assert recorder.subscription is not None
+        recorder.subscription.request(5)  # cancelled: a no-op (rule 3.6)
+        await settle()
+        return recorder
+
+    recorder = asyncio.run(run())
+    assert recorder.kinds() == ["on_subscribe", "on_error"]
+    assert recorder.error is raised
+    assert requester.subscriber is None  # no stream was ever requested

@@ -159,6 +159,67 @@ def test_observe_on_subscriber_raising_cancels_upstream_and_is_logged(caplog: py
     assert "raised inside _ObserveOn's drain (rule 2.13)" in caplog.text
 
 
+def test_observe_on_keyboard_interrupt_in_on_next_cancels_upstream_and_propagates() -> None:
+    spy = Spy(RangePublisher(0, 100))
+    executor = ManualExecutor()
+
+    def interrupt(item: int) -> None:
+        raise KeyboardInterrupt
+
+    recorder = Recorder(on_next_hook=interrupt)
+    operators.observe_on(spy, executor, prefetch=4).subscribe(recorder)
+    recorder.request(10)
+    with pytest.raises(KeyboardInterrupt):  # re-raised on the thread that delivered
+        executor.run_all()
+    assert recorder.items == [0]
+    assert spy.subscription.cancelled.is_set()
+    recorder.request(5)  # the drain is idle, not stuck: this runs a pass that delivers nothing
+    executor.run_all()
+    assert recorder.items == [0]
+    assert not executor.tasks
+
+
+@pytest.mark.timeout(60)
+def test_observe_on_keyboard_interrupt_on_a_pool_frees_the_blocked_producer(monkeypatch: pytest.MonkeyPatch) -> None:
+    from flowpy.submission import SubmissionPublisher
+
+    reached: list[BaseException | None] = []
+    reported = threading.Event()
+
+    def hook(args: threading.ExceptHookArgs) -> None:
+        reached.append(args.exc_value)
+        reported.set()
+
+    monkeypatch.setattr(threading, "excepthook", hook)  # restored when the test ends
+    pool = DaemonThreadPool(1, thread_name_prefix="observer")
+    upstream_pool = DaemonThreadPool(1, thread_name_prefix="upstream")
+    publisher: SubmissionPublisher[int] = SubmissionPublisher(upstream_pool, max_buffer_capacity=1)
+    try:
+
+        def interrupt(item: int) -> None:
+            raise KeyboardInterrupt
+
+        recorder = Recorder(initial=1_000, on_next_hook=interrupt)
+        operators.observe_on(publisher, pool, prefetch=2).subscribe(recorder)
+
+        def produce() -> None:
+            for number in range(200):  # far more than the buffer and prefetch hold
+                publisher.submit(number)
+
+        producer = threading.Thread(target=produce)
+        producer.start()
+        producer.join(WAIT)
+        assert not producer.is_alive(), "the producer is blocked in submit(): upstream was never cancelled"
+        assert reported.wait(WAIT)
+        assert len(reached) == 1 and isinstance(reached[0], KeyboardInterrupt)
+        assert recorder.items == [0]
+        assert not publisher.has_subscribers
+    finally:
+        publisher.close()
+        pool.shutdown()
+        upstream_pool.shutdown()
+
+
 def test_observe_on_subscriber_raising_keyboard_interrupt_ends_the_stream_and_passes_it_on(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
