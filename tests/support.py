@@ -265,5 +265,8 @@ thread_exceptions = ThreadExceptionLog()
 def expect_thread_exceptions(
     *types: type[BaseException], count: int = 1, timeout: float = 10.0
 ) -> contextlib.AbstractContextManager[list[BaseException]]:
-    """Expect ``count`` exceptions of ``types`` in other threads within the block (see ``ThreadExceptionLog.expect``)."""
+    """Expect ``count`` exceptions of ``types`` in other threads within the block.
+
+    See :meth:`ThreadExceptionLog.expect`; the session's log is the one used.
+    """
     return thread_exceptions.expect(*types, count=count, timeout=timeout)

@@ -259,9 +259,7 @@ class Probe(Subscriber[Any]):
             if self._outstanding() == 0:
                 self._request(self.plan.batch)
             with self._changed:
-                self._changed.wait_for(
-                    lambda: self.ended.is_set() or self.requested - self.received <= 0, timeout=0.05
-                )
+                self._changed.wait_for(lambda: self.ended.is_set() or self.requested - self.received <= 0, timeout=0.05)
 
     def canceller(self) -> None:
         """Cancel once ``cancel_at`` items arrived."""
@@ -337,12 +335,20 @@ class Scenario:
             f"{p.name}: batch={'MAX' if p.batch == MAX else p.batch}"
             f"{' from thread' if p.request_from_thread else ''}"
             + (f", cancel at {p.cancel_at}{' from thread' if p.cancel_from_thread else ''}" if p.cancel_at else "")
-            + (f", raise {'KeyboardInterrupt' if p.raise_interrupt else 'Exception'} at {p.raise_at}" if p.raise_at else "")
+            + (
+                f", raise {'KeyboardInterrupt' if p.raise_interrupt else 'Exception'} at {p.raise_at}"
+                if p.raise_at
+                else ""
+            )
             for p in self.probes
         )
-        fault = "no fault" if self.fault == "none" else (
-            f"{self.fault} on the {'stage' if self.fault_on_stage else 'source'} executor after "
-            + (f"{self.fault_at} more tasks" if self.fault == "reject" else f"{self.fault_at} items")
+        fault = (
+            "no fault"
+            if self.fault == "none"
+            else (
+                f"{self.fault} on the {'stage' if self.fault_on_stage else 'source'} executor after "
+                + (f"{self.fault_at} more tasks" if self.fault == "reject" else f"{self.fault_at} items")
+            )
         )
         return (
             f"{self.kind}: {self.producers} producers x {self.items} items, capacity {self.capacity}, "
@@ -544,6 +550,7 @@ def _drive(
     if scenario.fault == "reject":
         rejecting.armed = True
     elif scenario.fault == "shutdown":
+
         def saboteur() -> None:
             with state.progress:
                 state.progress.wait_for(lambda: state.accepted_total >= scenario.fault_at, state.remaining())

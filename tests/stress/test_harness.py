@@ -119,9 +119,11 @@ def test_expected_thread_exceptions_are_claimed() -> None:
 
 
 def test_an_expected_exception_that_never_comes_fails() -> None:
-    with pytest.raises(AssertionError, match=r"^expected 1 KeyboardInterrupt in other threads within 0\.05 s, got \[\]$"):
-        with expect_thread_exceptions(KeyboardInterrupt, timeout=0.05):
-            pass
+    message = r"^expected 1 KeyboardInterrupt in other threads within 0\.05 s, got \[\]$"
+    quiet = threading.Thread(target=int, name="quiet")
+    with pytest.raises(AssertionError, match=message), expect_thread_exceptions(KeyboardInterrupt, timeout=0.05):
+        quiet.start()
+        quiet.join()
 
 
 def test_a_log_restores_the_previous_hook() -> None:
@@ -135,7 +137,7 @@ def test_a_log_restores_the_previous_hook() -> None:
     assert "ValueError: boom" in record.traceback
 
 
-SUITE = '''
+SUITE = """
 import threading
 import pytest
 from tests.support import expect_thread_exceptions
@@ -164,14 +166,25 @@ def test_claims_its_exception():
 
 def test_clean():
     pass
-'''
+"""
 
 
 @pytest.mark.timeout(60)
 def test_exceptions_in_other_threads_fail_the_test_they_happen_in(tmp_path: Path) -> None:
     (tmp_path / "test_threads.py").write_text(textwrap.dedent(SUITE))
     result = subprocess.run(
-        [sys.executable, "-m", "pytest", "-p", "tests.conftest", "-p", "no:cacheprovider", "-rA", "-q", "test_threads.py"],
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-p",
+            "tests.conftest",
+            "-p",
+            "no:cacheprovider",
+            "-rA",
+            "-q",
+            "test_threads.py",
+        ],
         cwd=tmp_path,
         env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin", "COLUMNS": "400"},
         capture_output=True,
@@ -180,8 +193,9 @@ def test_exceptions_in_other_threads_fail_the_test_they_happen_in(tmp_path: Path
     )
     out = result.stdout
     assert result.returncode == 1, out
-    assert "FAILED test_threads.py::test_raises_in_a_thread - Failed: 1 unexpected exception(s) in other threads during the test" in out
-    assert "ERROR test_threads.py::test_raises_in_a_thread_at_teardown - Failed: 1 unexpected exception(s) in other threads during teardown" in out
+    failed = "Failed: 1 unexpected exception(s) in other threads"
+    assert f"FAILED test_threads.py::test_raises_in_a_thread - {failed} during the test" in out
+    assert f"ERROR test_threads.py::test_raises_in_a_thread_at_teardown - {failed} during teardown" in out
     assert "PASSED test_threads.py::test_claims_its_exception" in out
     assert "PASSED test_threads.py::test_clean" in out
     assert "ValueError: during" in out and "ValueError: at teardown" in out
