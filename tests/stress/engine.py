@@ -28,6 +28,7 @@ Checks, each a line in :class:`StressFailure`:
 from __future__ import annotations
 
 import dataclasses
+import logging
 import random
 import sys
 import threading
@@ -424,6 +425,28 @@ def thread_dump() -> str:
     return "\n".join(parts)
 
 
+class _FlowpyLog(logging.Handler):
+    """Keeps what flowpy logs (errors it could not signal) while installed as a context manager."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.records: list[logging.LogRecord] = []
+        self._logger = logging.getLogger("flowpy")
+        self._propagate = True
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
+
+    def __enter__(self) -> _FlowpyLog:
+        self._logger.addHandler(self)
+        self._propagate, self._logger.propagate = self._logger.propagate, False
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._logger.removeHandler(self)
+        self._logger.propagate = self._propagate
+
+
 class _Run:
     """The state of one running scenario."""
 
@@ -471,7 +494,8 @@ def run(
     engine's own tests use it to break a stream on purpose).
     """
     scenario = Scenario.draw(kind, seed)
-    with _switch_interval(switch_interval), ThreadExceptionLog() as log:
+    logged = _FlowpyLog()
+    with _switch_interval(switch_interval), ThreadExceptionLog() as log, logged:
         state = _Run(scenario, timeout)
         prefix = f"stress-pool-{kind}-{seed}"
         pool = DaemonThreadPool(scenario.pool_threads, thread_name_prefix=prefix)
@@ -511,7 +535,7 @@ def run(
             if hung:
                 state.problems.append(f"hang: threads still running after the cleanup: {', '.join(hung)}")
         records = log.take()
-    _check(state, topology, probes, records)
+    _check(state, topology, probes, records, logged.records)
     if state.problems:
         lines = "\n".join(f"  - {problem}" for problem in state.problems)
         raise StressFailure(
@@ -604,10 +628,20 @@ def _drive(
         )
 
 
-def _check(state: _Run, topology: Topology, probes: list[Probe], records: list[Any]) -> None:
+def _check(
+    state: _Run, topology: Topology, probes: list[Probe], records: list[Any], logged: list[logging.LogRecord]
+) -> None:
     scenario = state.scenario
     problems = state.problems
     interrupts = {id(p.raised): p for p in probes if isinstance(p.raised, ProbeInterrupt)}
+    raised = {id(p.raised) for p in probes if p.raised is not None}
+    log_of: dict[int, str] = {}
+    for entry in logged:
+        error = entry.exc_info[1] if entry.exc_info else None
+        if error is not None and id(error) in raised:
+            log_of[id(error)] = entry.getMessage()
+        else:
+            problems.append(f"flowpy logged an error it could not signal: {entry.getMessage()}")
     surfaced: set[int] = set()
     for record in records:
         if id(record.error) in interrupts:
@@ -621,9 +655,10 @@ def _check(state: _Run, topology: Topology, probes: list[Probe], records: list[A
             problems.append(f"thread {name} raised {exc!r}\n{formatted}")
     for key, probe in interrupts.items():
         if key not in surfaced:
+            where = f"; flowpy logged it: {log_of[key]}" if key in log_of else ""
             problems.append(
                 f"{probe.plan.name}: its KeyboardInterrupt from on_next was swallowed "
-                f"(not seen by threading.excepthook nor by the thread that called flowpy)"
+                f"(not seen by threading.excepthook nor by the thread that called flowpy){where}"
             )
 
     def fault_error(error: BaseException) -> bool:
