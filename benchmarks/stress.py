@@ -1,7 +1,7 @@
 """Randomised stress runs over SubmissionPublisher, the processors and the buffering operators.
 
     python benchmarks/stress.py [--seconds 600] [--seeds 0:100000] [--kind observe_on ...]
-    python benchmarks/stress.py --kind flat_map --seed 5      # rerun one scenario
+    python benchmarks/stress.py --kind merge --seed 86 --repeat 50   # rerun one scenario
 
 Each scenario is decided by its kind and seed (see tests/stress/engine.py,
 which the bounded test group tests/stress uses too): producer threads, probe
@@ -37,6 +37,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=None, help="run this one seed (same as --seeds N)")
     parser.add_argument("--kind", action="append", choices=KINDS, help="a topology to run (repeatable; default all)")
     parser.add_argument("--timeout", type=float, default=20.0, help="seconds before a scenario counts as hung")
+    parser.add_argument("--repeat", type=int, default=1, help="run each scenario this many times (races are rare)")
     args = parser.parse_args(argv)
     seeds = _seeds(str(args.seed)) if args.seed is not None else args.seeds
     kinds = args.kind or list(KINDS)
@@ -47,7 +48,9 @@ def main(argv: list[str] | None = None) -> int:
         if failure is not None:
             print(f"\nFAILED {kind} seed {seed}\n{failure}\n", flush=True)
 
-    runs, failures = run_many(kinds, iter(seeds), seconds=args.seconds, timeout=args.timeout, on_result=report)
+    runs, failures = run_many(
+        kinds, iter(seeds), seconds=args.seconds, timeout=args.timeout, repeat=args.repeat, on_result=report
+    )
     elapsed = time.monotonic() - start
     print(f"stress: {runs} scenarios in {elapsed:.0f} s, {len(failures)} failed")
     for failure in failures:

@@ -707,14 +707,15 @@ def run_many(
     *,
     seconds: float | None,
     timeout: float = 20.0,
+    repeat: int = 1,
     on_result: Callable[[str, int, StressFailure | None], None] = lambda kind, seed, failure: None,
 ) -> tuple[int, list[StressFailure]]:
-    """Run scenarios for every kind and seed until ``seconds`` pass; return (runs, failures)."""
+    """Run each kind and seed ``repeat`` times until ``seconds`` pass; return (runs, failures)."""
     end = None if seconds is None else time.monotonic() + seconds
     runs = 0
     failures: list[StressFailure] = []
     for seed in seeds:
-        for kind in kinds:
+        for kind in [kind for kind in kinds for _ in range(repeat)]:
             if end is not None and time.monotonic() >= end:
                 return runs, failures
             try:
