@@ -17,7 +17,13 @@ from flowpy.adapters import (
     to_publisher,
     to_subscriber,
 )
-from flowpy.errors import ClosedPublisherError, DuplicateSubscriptionError, MissingBackpressureError
+from flowpy.errors import (
+    ClosedPublisherError,
+    DuplicateSubscriptionError,
+    MissingBackpressureError,
+    ReentrantSubmitError,
+    UndeliveredItemsWarning,
+)
 from flowpy.executors import default_executor, direct_executor
 from flowpy.flow import Processor, Publisher, Subscriber, Subscription, default_buffer_size
 from flowpy.flowable import ConnectableFlowable, Flowable
@@ -40,11 +46,13 @@ __all__ = [
     "Processor",
     "Publisher",
     "RangePublisher",
+    "ReentrantSubmitError",
     "SubmissionPublisher",
     "Subscriber",
     "Subscription",
     "SyncSubscriber",
     "TransformProcessor",
+    "UndeliveredItemsWarning",
     "collect",
     "consume",
     "default_buffer_size",

@@ -6,6 +6,7 @@ import contextlib
 import threading
 from collections import deque
 from collections.abc import Callable
+from threading import get_ident
 from typing import Generic, TypeVar
 
 from flowpy._demand import MAX_DEMAND, check_request
@@ -57,6 +58,7 @@ class BufferedSubscription(Subscription, Generic[T]):
         "_capacity",
         "_closed",
         "_complete",
+        "_consumer",
         "_demand",
         "_execute",
         "_handler",
@@ -108,8 +110,9 @@ class BufferedSubscription(Subscription, Generic[T]):
         self._alert = False  # look at _stop and _waiting before delivering the next item
         self._waiting = False  # a producer waits for space (written under the publisher's lock)
 
-        # --- Consumer task only ---
+        # --- Consumer task only; read racily by producers on the slow path ---
         self._opened = False  # on_subscribe was delivered
+        self._consumer = 0  # ident of the thread inside consume(), 0 if none
 
     # --- Subscription ---------------------------------------------------
 
@@ -154,7 +157,13 @@ class BufferedSubscription(Subscription, Generic[T]):
         """
         with self._lock:
             self._running = self._pending = True
-        self._start_or_raise()
+        execute = self._execute
+        assert execute is not None, "signal_subscribe is the first signal"
+        try:
+            execute(self._run)
+        except BaseException:
+            self._close_silently()
+            raise
 
     def signal_complete(self) -> None:
         """Deliver ``on_complete`` after the buffered items, as far as demand allows."""
@@ -224,6 +233,10 @@ class BufferedSubscription(Subscription, Generic[T]):
             return True
         return self._space.wait(timeout)
 
+    def stop_waiting(self) -> None:
+        """Forget that a producer waits for space; the publisher's lock is held."""
+        self._waiting = False
+
     def lag(self) -> int:
         """Items buffered and not yet taken (a racy estimate, for monitoring)."""
         return len(self._buffer)
@@ -231,6 +244,10 @@ class BufferedSubscription(Subscription, Generic[T]):
     def estimate_demand(self) -> int:
         """Outstanding demand less buffered items (a racy estimate, for monitoring)."""
         return self._demand - len(self._buffer)
+
+    def has_task(self) -> bool:
+        """Whether a consumer task is queued or running (a racy reading, for monitoring)."""
+        return self._running and not self._closed
 
     @property
     def is_closed(self) -> bool:
@@ -244,36 +261,31 @@ class BufferedSubscription(Subscription, Generic[T]):
             if self._running or self._closed or not self._demand:
                 return
             self._running = self._pending = True
-        self._start_or_raise()
-
-    def _start_or_raise(self) -> None:
-        execute = self._execute
-        try:
-            if execute is None:
-                raise RuntimeError("subscription is closed")
-            execute(self._run)
-        except BaseException:
-            self._close_silently()
-            raise
+        self._start_signal()
 
     def _start_signal(self) -> None:
-        """Start a task for a subscriber-side signal; never raises (rules 3.15, 3.16).
+        """Start the consumer task; never raises (rules 3.15, 3.16).
 
-        If the executor refuses, the subscription closes and the subscriber
-        is sent ``on_error`` with the executor's exception, on this thread.
+        The caller set ``_running`` and ``_pending``. If the subscription
+        closed since (a stale task claimed the pending flag and ran), there
+        is nothing to start. If the executor refuses, the subscription
+        closes and the subscriber is sent ``on_error`` with the executor's
+        exception, on this thread (after ``on_subscribe`` if that is due).
         """
         execute = self._execute
+        if execute is None:
+            return
         try:
-            if execute is None:
-                return
             execute(self._run)
-        except Exception as exc:  # the executor refused the task
+        except BaseException as exc:  # the executor refused the task
             if self.claim_pending():
                 with self._lock:
                     if not self._stop:
                         self._pending_error = exc
                         self._stop = True
                 self.consume()
+            if not isinstance(exc, Exception):
+                raise
             return
         if self._waiting:
             self._signal_waiter()
@@ -286,6 +298,21 @@ class BufferedSubscription(Subscription, Generic[T]):
 
     def consume(self) -> None:
         """Deliver signals until there is nothing to do; called by the one thread holding the task."""
+        self._consumer = get_ident()
+        try:
+            self._deliver()
+        finally:
+            self._consumer = 0
+
+    def delivering_here(self) -> bool:
+        """Whether this thread is inside :meth:`consume`, that is, inside one of the subscriber's methods.
+
+        A producer on that thread must not wait for space here: only this
+        thread could free it.
+        """
+        return self._consumer == get_ident()
+
+    def _deliver(self) -> None:
         subscriber = self.subscriber
         if subscriber is None:
             return

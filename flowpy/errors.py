@@ -12,6 +12,8 @@ __all__ = [
     "ClosedPublisherError",
     "DuplicateSubscriptionError",
     "MissingBackpressureError",
+    "ReentrantSubmitError",
+    "UndeliveredItemsWarning",
 ]
 
 
@@ -33,3 +35,22 @@ class DuplicateSubscriptionError(RuntimeError):
 
 class MissingBackpressureError(RuntimeError):
     """A source produced more than was requested and the bounded buffer overflowed."""
+
+
+class ReentrantSubmitError(RuntimeError):
+    """Your code submitted, from inside a subscriber's method, to a wait that could never end.
+
+    Raised by ``submit`` (and by ``offer``) when the calling thread is
+    itself delivering to the subscriber whose buffer is full (its
+    ``on_next`` runs here, say on ``direct_executor``), or when it is the
+    thread of an outer ``submit`` that is waiting for space: only this
+    thread could end the wait.
+    """
+
+
+class UndeliveredItemsWarning(RuntimeWarning):
+    """Items accepted by a publisher were still undelivered when the interpreter exited.
+
+    Shown by default (it is a :class:`RuntimeWarning`); see
+    docs/submission-publisher.md, "At interpreter exit".
+    """

@@ -20,6 +20,7 @@ import enum
 import os
 import queue
 import threading
+import weakref
 from collections.abc import Callable
 from concurrent.futures import Executor as FuturesExecutor
 from concurrent.futures import Future
@@ -118,14 +119,22 @@ class DaemonThreadPool(FuturesExecutor):
             raise ValueError(f"max_workers must be positive, got {max_workers!r}")
         self._max_workers = max_workers
         self._prefix = thread_name_prefix
+        # Tasks in order; a None after them tells the workers to exit.
         self._tasks: queue.SimpleQueue[Task | None] = queue.SimpleQueue()
         # Released by a worker each time it becomes idle; taken by execute()
         # to reuse an idle worker instead of starting a thread.
         self._idle = threading.Semaphore(0)
         # --- Guarded by self._lock -------------------------------------
+        # Held while a task is queued, so that no task lands behind the
+        # shutdown sentinel, where no worker would ever take it.
         self._lock = threading.Lock()
+        # Notified when the last unfinished task finishes.
+        self._all_done = threading.Condition(self._lock)
         self._threads: list[threading.Thread] = []
         self._shutdown = False
+        self._unfinished = 0  # tasks queued or running
+        with _pools_lock:
+            _pools.add(self)
 
     @property
     def max_workers(self) -> int:
@@ -138,11 +147,13 @@ class DaemonThreadPool(FuturesExecutor):
         Raises:
             RuntimeError: if the pool was shut down.
         """
-        if self._shutdown:
-            raise RuntimeError("cannot schedule new tasks after shutdown")
-        self._tasks.put(task)
-        if not self._idle.acquire(blocking=False):
-            self._add_thread()
+        with self._lock:
+            if self._shutdown:
+                raise RuntimeError("cannot schedule new tasks after shutdown")
+            self._unfinished += 1
+            self._tasks.put(task)
+            if not self._idle.acquire(blocking=False):
+                self._add_thread_locked()
 
     def submit(self, fn: Callable[..., R], /, *args: Any, **kwargs: Any) -> Future[R]:
         """Schedule ``fn(*args, **kwargs)`` and return its future.
@@ -165,34 +176,49 @@ class DaemonThreadPool(FuturesExecutor):
         self.execute(run)
         return future
 
+    def wait_idle(self, timeout: float | None = None) -> bool:
+        """Wait until every task handed over so far has finished; return whether that happened in time.
+
+        Tasks that those tasks queue are waited for too. For monitoring and
+        for an orderly exit, not as a substitute for a subscriber's own
+        completion signal.
+        """
+        with self._lock:
+            return self._all_done.wait_for(lambda: not self._unfinished, timeout)
+
     def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
         """Refuse new tasks; let the threads finish what is queued, then exit."""
         with self._lock:
             self._shutdown = True
             threads = list(self._threads)
-        if cancel_futures:
-            while True:
-                try:
-                    self._tasks.get_nowait()
-                except queue.Empty:
-                    break
-        self._tasks.put(None)
+            if cancel_futures:
+                while True:
+                    try:
+                        cancelled = self._tasks.get_nowait()
+                    except queue.Empty:
+                        break
+                    if cancelled is not None:
+                        self._task_done_locked()
+            self._tasks.put(None)
         if wait:
             for thread in threads:
                 if thread is not threading.current_thread():
                     thread.join()
 
-    def _add_thread(self) -> None:
-        with self._lock:
-            if self._shutdown or len(self._threads) >= self._max_workers:
-                return
-            thread = threading.Thread(
-                target=self._work,
-                name=f"{self._prefix}-{len(self._threads)}",
-                daemon=True,
-            )
-            self._threads.append(thread)
+    def _add_thread_locked(self) -> None:
+        # Caller holds self._lock and has just queued a task. The thread is
+        # started here, under the lock, so that a shutdown() cannot come in
+        # between and find the task queued with no thread to run it, nor a
+        # listed thread that was not started yet.
+        if len(self._threads) >= self._max_workers:
+            return
+        thread = threading.Thread(
+            target=self._work,
+            name=f"{self._prefix}-{len(self._threads)}",
+            daemon=True,
+        )
         thread.start()
+        self._threads.append(thread)
 
     def _work(self) -> None:
         tasks = self._tasks
@@ -208,10 +234,28 @@ class DaemonThreadPool(FuturesExecutor):
                     threading.ExceptHookArgs((type(exc), exc, exc.__traceback__, threading.current_thread()))
                 )
             del task
+            with self._lock:
+                self._task_done_locked()
             self._idle.release()
+
+    def _task_done_locked(self) -> None:
+        # Caller holds self._lock.
+        self._unfinished -= 1
+        if not self._unfinished:
+            self._all_done.notify_all()
 
     def __repr__(self) -> str:
         return f"<DaemonThreadPool max_workers={self._max_workers} threads={len(self._threads)}>"
+
+
+_pools_lock = threading.Lock()
+_pools: weakref.WeakSet[DaemonThreadPool] = weakref.WeakSet()  # every pool not yet collected
+
+
+def live_pools() -> list[DaemonThreadPool]:
+    """Every :class:`DaemonThreadPool` that has not been garbage-collected (the default one included)."""
+    with _pools_lock:
+        return list(_pools)
 
 
 _default_lock = threading.Lock()

@@ -31,6 +31,8 @@ import threading
 import warnings
 from collections.abc import Callable
 from concurrent.futures import Future
+from numbers import Real
+from threading import get_ident
 from time import monotonic as _monotonic
 from types import TracebackType
 from typing import Final, Generic, TypeVar
@@ -38,7 +40,8 @@ from typing import Final, Generic, TypeVar
 from flowpy._buffered import BufferedSubscription, Handler
 from flowpy._checks import require_positive_int
 from flowpy._consumer import subscribe_future
-from flowpy.errors import ClosedPublisherError, DuplicateSubscriptionError
+from flowpy._exit import track
+from flowpy.errors import ClosedPublisherError, DuplicateSubscriptionError, ReentrantSubmitError
 from flowpy.executors import DEFAULT, Default, Executor, default_executor, resolve_execute
 from flowpy.flow import Publisher, Subscriber, default_buffer_size
 
@@ -60,10 +63,15 @@ DropHandler = Callable[[Subscriber[T], T], bool]
 # held for a whole submit/offer, so every subscriber sees the same order.
 #
 # A producer that must wait for space waits on self._space, which releases
-# the lock. While it waits, self._blocked is set and other producers wait
-# their turn on self._turn, so the order is kept; close(), subscribe() and the
-# queries can take the lock meanwhile, which is how close() returns at once
-# and wakes the blocked producer.
+# the lock. While it waits, self._blocked names its thread and other
+# producers wait their turn on self._turn, so the order is kept; close(),
+# subscribe() and the queries can take the lock meanwhile, which is how
+# close() returns at once and wakes the blocked producer.
+#
+# A producer never waits for what only its own thread could do: space in a
+# buffer whose subscriber it is inside of (direct_executor, or a task it runs
+# while blocked), or the turn of its own blocked outer submit. Those raise
+# ReentrantSubmitError instead; the checks are on the slow path only.
 
 
 def _round_capacity(capacity: int) -> int:
@@ -117,7 +125,7 @@ class SubmissionPublisher(Publisher[T], Generic[T]):
         self._space = threading.Condition(self._lock)
         # Notified when a blocked producer finishes, so the next may start.
         self._turn = threading.Condition(self._lock)
-        self._blocked = False  # a producer waits on self._space, holding the turn
+        self._blocked = 0  # ident of the producer waiting on self._space, holding the turn; 0 if none
         self._subscriptions: tuple[BufferedSubscription[T], ...] = ()  # replaced, never mutated
         self._closed = False  # set once; read without the lock by is_closed
         self._closed_exception: BaseException | None = None  # set with _closed, if exceptional
@@ -159,6 +167,7 @@ class SubmissionPublisher(Publisher[T], Generic[T]):
                 subscription.signal_complete()
             else:
                 self._subscriptions = (*live, subscription)
+                track(subscription)
 
     # --- Producing ------------------------------------------------------------
 
@@ -173,8 +182,13 @@ class SubmissionPublisher(Publisher[T], Generic[T]):
             TypeError: if ``item`` is ``None`` (rule 2.13).
             ClosedPublisherError: if the publisher is closed, or was closed
                 while this call waited.
-            Exception: what the executor raised when starting a delivery task;
-                some subscribers may then have the item and others not.
+            ReentrantSubmitError: if waiting for space could never end, because
+                this thread is inside the methods of the subscriber whose
+                buffer is full (say, ``on_next`` on ``direct_executor``).
+
+        An executor that refuses a delivery task does not make ``submit``
+        fail: that subscriber gets ``on_error`` with the executor's exception,
+        and the others get the item.
         """
         return self._publish(item, None, None)
 
@@ -198,27 +212,39 @@ class SubmissionPublisher(Publisher[T], Generic[T]):
             do not multiplex signs like this; it is kept for fidelity.)
 
         Raises:
-            TypeError: if ``item`` is ``None`` (rule 2.13).
+            TypeError: if ``item`` is ``None`` (rule 2.13), ``on_drop`` is not
+                callable, or ``timeout`` is not a number.
             ClosedPublisherError: if the publisher is closed.
-            Exception: what ``on_drop`` or the executor raised.
+            Exception: what ``on_drop`` raised.
         """
-        if timeout is not None and timeout < 0:
+        if on_drop is not None and not callable(on_drop):
+            raise TypeError(f"on_drop must be callable or None, got {on_drop!r}")
+        if timeout is None:
             timeout = 0.0
-        return self._publish(item, 0.0 if timeout is None else timeout, on_drop)
+        elif not isinstance(timeout, Real) or isinstance(timeout, bool):
+            raise TypeError(f"timeout must be a number of seconds or None, got {timeout!r}")
+        elif timeout < 0:
+            timeout = 0.0
+        return self._publish(item, timeout, on_drop)
 
     def _publish(self, item: T, timeout: float | None, on_drop: DropHandler[T] | None) -> int:
-        """Offer ``item`` to each subscription; ``timeout=None`` waits without limit."""
+        """Offer ``item`` to each subscription; ``timeout=None`` (``submit``) waits without limit."""
         if item is None:
             raise TypeError("item must not be None (rule 2.13)")
         lock = self._lock
         lock.acquire()  # explicit calls cost half of a with-statement on this path
         try:
             while self._blocked:
+                if self._blocked == get_ident():
+                    raise ReentrantSubmitError(
+                        f"cannot {_operation(timeout)}(): this thread's own submit() is waiting for buffer "
+                        f"space, and a subscriber it delivers to meanwhile must not publish to the same publisher"
+                    )
                 self._turn.wait()
             subscriptions = self._subscriptions
             if not subscriptions:
                 if self._closed:
-                    raise self._closed_error("submit")
+                    raise self._closed_error(_operation(timeout))
                 return 0
             lag = 0
             saturated: list[BufferedSubscription[T]] | None = None
@@ -270,13 +296,23 @@ class SubmissionPublisher(Publisher[T], Generic[T]):
 
         Raises:
             ClosedPublisherError: if the publisher closes meanwhile.
+            ReentrantSubmitError: if ``timeout`` is ``None`` and only this
+                thread could free the space (an ``offer`` does not wait then).
         """
+        if subscription.delivering_here():
+            if timeout is None:
+                raise ReentrantSubmitError(
+                    f"cannot submit(): the buffer of {subscription.subscriber!r} is full and this thread is "
+                    f"inside one of its methods, so it could never drain; submit from another thread, "
+                    f"use offer(), or deliver on a pool executor"
+                )
+            return
         deadline = None if timeout is None else _monotonic() + timeout
-        self._blocked = True
+        self._blocked = get_ident()
         try:
             while not subscription.has_space():
                 if self._closed:
-                    raise self._closed_error("submit")
+                    raise self._closed_error(_operation(timeout))
                 remaining = None
                 if deadline is not None:
                     remaining = deadline - _monotonic()
@@ -284,10 +320,10 @@ class SubmissionPublisher(Publisher[T], Generic[T]):
                         return
                 subscription.wait_for_space(remaining)
             if self._closed:
-                raise self._closed_error("submit")
+                raise self._closed_error(_operation(timeout))
         finally:
-            subscription._waiting = False
-            self._blocked = False
+            subscription.stop_waiting()
+            self._blocked = 0
             self._turn.notify_all()
 
     # --- Closing ----------------------------------------------------------------
@@ -454,6 +490,11 @@ class SubmissionPublisher(Publisher[T], Generic[T]):
                 source=self,
                 stacklevel=1,
             )
+
+
+def _operation(timeout: float | None) -> str:
+    """The public method behind a ``_publish`` call: ``submit`` waits without limit, ``offer`` does not."""
+    return "submit" if timeout is None else "offer"
 
 
 def _none() -> None:

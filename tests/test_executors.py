@@ -6,6 +6,7 @@ import subprocess
 import sys
 import threading
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 import pytest
 
@@ -92,3 +93,63 @@ def test_pool_refuses_work_after_shutdown() -> None:
         pool.execute(lambda: None)
     with pytest.raises(ValueError, match=r"^max_workers must be positive, got 0$"):
         DaemonThreadPool(0)
+
+
+def test_shutdown_between_the_check_and_the_queueing_of_execute_still_runs_the_task() -> None:
+    # execute() checks for shutdown, then queues. A shutdown() in between
+    # would put its sentinel first and the task behind it, where no worker
+    # takes it. The queue below runs shutdown() on another thread at that
+    # moment; it must wait until the task is queued (it is given a second
+    # before the task is queued anyway, which is how the race looked).
+    pool = DaemonThreadPool(1)
+    ran = threading.Event()
+    real = pool._tasks
+
+    class ShutdownWhileQueueing:
+        hooked = False
+
+        def put(self, task: Any) -> None:
+            if task is not None and not self.hooked:
+                self.hooked = True
+                closer = threading.Thread(target=pool.shutdown, kwargs={"wait": False})
+                closer.start()
+                closer.join(1.0)
+            real.put(task)
+
+        def get(self) -> Any:
+            return real.get()
+
+        def get_nowait(self) -> Any:
+            return real.get_nowait()
+
+    pool._tasks = ShutdownWhileQueueing()  # type: ignore[assignment]
+    pool.execute(ran.set)
+    assert ran.wait(10)
+    pool.shutdown(wait=True)
+    with pytest.raises(RuntimeError, match=r"^cannot schedule new tasks after shutdown$"):
+        pool.execute(ran.set)
+
+
+def test_wait_idle_waits_for_queued_and_running_tasks() -> None:
+    pool = DaemonThreadPool(1)
+    release = threading.Event()
+    ran: list[str] = []
+    pool.execute(release.wait)
+    pool.execute(lambda: ran.append("second"))
+    assert not pool.wait_idle(0)
+    release.set()
+    assert pool.wait_idle(10)
+    assert ran == ["second"]
+    pool.shutdown()
+
+
+def test_shutdown_cancelling_queued_tasks_leaves_the_pool_idle() -> None:
+    pool = DaemonThreadPool(1)
+    release = threading.Event()
+    pool.execute(release.wait)
+    never = pool.submit(lambda: None)
+    pool.shutdown(wait=False, cancel_futures=True)
+    release.set()
+    assert pool.wait_idle(10)
+    assert not never.done()  # dropped unrun, as concurrent.futures drops it from its queue
+    pool.shutdown(wait=True)

@@ -529,6 +529,7 @@ def test_transform_refused_delivery_fails_downstream_and_cancels_upstream() -> N
     subscriber = make_recorder(initial=10)
     processor.subscribe(subscriber)
     executor.inner.run_all()
-    feed(upstream, -1)  # the task that would deliver it is refused
-    assert upstream.cancelled.is_set()
-    assert str(processor.closed_exception) == "pool is shut down"
+    feed(upstream, -1)  # the task that would deliver it is refused: that subscriber fails
+    assert subscriber.kinds() == ["on_subscribe", "on_error"] and subscriber.error is executor.error
+    assert upstream.cancelled.is_set()  # its last subscriber left
+    assert processor.is_closed

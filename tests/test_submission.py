@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import gc
+import re
+import sys
 import threading
 import warnings
 from concurrent.futures import CancelledError, ThreadPoolExecutor
@@ -10,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from flowpy import ClosedPublisherError, DuplicateSubscriptionError, direct_executor
+from flowpy import ClosedPublisherError, DuplicateSubscriptionError, ReentrantSubmitError, direct_executor
 from flowpy.executors import DaemonThreadPool, default_executor
 from flowpy.submission import BUFFER_CAPACITY_LIMIT, SubmissionPublisher
 from tests.support import ManualExecutor, Recorder, RejectingExecutor
@@ -308,7 +310,7 @@ def test_blocked_producer_on_the_only_pool_thread_does_not_deadlock() -> None:
     assert recorder.items == list(range(1_000)) and recorder.completed
 
 
-def test_executor_refusing_in_submit_propagates_and_closes_that_subscription_silently() -> None:
+def test_executor_refusing_in_submit_signals_on_error_to_that_subscriber_and_submit_goes_on() -> None:
     executor = RejectingExecutor(accept=2)
     publisher = SubmissionPublisher(executor)
     first, second = Recorder(initial=MAX), Recorder(initial=MAX)
@@ -316,12 +318,149 @@ def test_executor_refusing_in_submit_propagates_and_closes_that_subscription_sil
     publisher.subscribe(second)
     executor.inner.run_all()
     executor.accept = 1  # the first subscriber's task is accepted, the second's refused
-    with pytest.raises(RuntimeError, match=r"^executor refused the task$"):
-        publisher.submit(1)
+    assert publisher.submit(1) == 1
+    assert second.kinds() == ["on_subscribe", "on_error"]
+    assert second.error is executor.error
     executor.inner.run_all()
     assert first.items == [1]
-    assert second.kinds() == ["on_subscribe"]  # closed without a signal
     assert publisher.number_of_subscribers == 1
+    executor.accept = 10
+    publisher.submit(2)
+    publisher.close()
+    executor.inner.run_all()
+    assert first.items == [1, 2] and first.completed
+    assert second.kinds() == ["on_subscribe", "on_error"] and second.violations == []
+
+
+def test_shut_down_pool_mid_stream_fails_the_consume_future_and_keeps_others() -> None:
+    pool = DaemonThreadPool(1)
+    publisher: SubmissionPublisher[int] = SubmissionPublisher(pool, 4)
+    done = publisher.consume(lambda item: None)
+    direct = Recorder(initial=MAX)
+    publisher.subscribe(direct)  # on the same pool
+    assert pool.wait_idle(10)
+    publisher.submit(1)
+    assert pool.wait_idle(10)
+    pool.shutdown()
+    publisher.submit(2)  # both subscriptions' tasks are refused: on_error on this thread
+    with pytest.raises(RuntimeError, match=r"^cannot schedule new tasks after shutdown$"):
+        done.result(timeout=10)
+    assert direct.items == [1] and isinstance(direct.error, RuntimeError)
+    assert publisher.number_of_subscribers == 0
+
+
+def test_stale_task_closing_the_subscription_before_the_producer_starts_one_is_not_an_error() -> None:
+    # The race: a producer blocked for space ran the queued consumer task
+    # inline, so the original task is still queued. The producer's next
+    # offer marks a new task pending; before it hands that task to the
+    # executor, a cancel arrives (and starts nothing, a task being due) and
+    # the stale task claims the pending flag, sees the cancel and closes the
+    # subscription. The producer must not fail. The window lies between two
+    # Python statements; a trace function stops the producer in it.
+    publisher, executor = manual(capacity=1)
+    recorder = Recorder(initial=MAX)
+    publisher.subscribe(recorder)
+    executor.run_all()
+    (subscription,) = publisher._subscriptions
+    if type(subscription).__module__ != "flowpy._buffered":
+        pytest.skip("the window exists only between Python statements")
+    publisher.submit(0)
+    (stale,) = executor.tasks
+    executor.tasks.clear()
+    assert subscription.claim_pending()
+    subscription.consume()  # the blocked producer's inline run: delivers 0, goes idle
+    assert recorder.items == [0]
+
+    def in_the_window(frame: Any, event: str, arg: Any) -> None:
+        if event == "call" and frame.f_code.co_name in {"_start_signal", "_start_or_raise"}:
+            sys.settrace(None)
+            recorder.cancel()
+            stale()
+
+    sys.settrace(in_the_window)
+    try:
+        assert publisher.submit(1) == 1
+    finally:
+        sys.settrace(None)
+    executor.run_all()
+    assert recorder.kinds() == ["on_subscribe", "on_next"]  # a cancel is silent
+    assert subscription.is_closed
+    assert publisher.submit(2) == 0
+
+
+def test_reentrant_submit_into_a_full_buffer_on_direct_executor_raises_instead_of_hanging() -> None:
+    publisher: SubmissionPublisher[int] = SubmissionPublisher(direct_executor, 1)
+    failures: list[BaseException] = []
+
+    def resubmit(item: int) -> None:
+        if item == 0:
+            try:
+                publisher.submit(1)
+                publisher.submit(2)  # the buffer holds 1 and only this thread drains it
+            except BaseException as exc:
+                failures.append(exc)
+                raise
+
+    recorder = Recorder(initial=MAX, on_next_hook=resubmit)
+    publisher.subscribe(recorder)
+    publisher.submit(0)
+    (failure,) = failures
+    assert type(failure) is ReentrantSubmitError
+    assert re.fullmatch(
+        r"cannot submit\(\): the buffer of <.*> is full and this thread is inside one of its methods, so it "
+        r"could never drain; submit from another thread, use offer\(\), or deliver on a pool executor",
+        str(failure),
+    )
+    assert recorder.items == [0] and recorder.error is failure  # on_next raised it: rule 2.13 path
+
+
+def test_reentrant_offer_with_timeout_into_a_full_buffer_drops_without_waiting() -> None:
+    publisher: SubmissionPublisher[int] = SubmissionPublisher(direct_executor, 1)
+    results: list[int] = []
+
+    def reoffer(item: int) -> None:
+        if item == 0:
+            results.append(publisher.offer(1, timeout=60))
+            results.append(publisher.offer(2, timeout=60))
+
+    recorder = Recorder(initial=MAX, on_next_hook=reoffer)
+    publisher.subscribe(recorder)
+    publisher.submit(0)
+    assert results == [1, -1]
+    assert recorder.items == [0, 1]
+
+
+@pytest.mark.timeout(30)
+def test_reentrant_submit_from_a_task_run_by_a_blocked_producer_raises() -> None:
+    # A producer blocked for space on a one-thread pool runs the queued
+    # consumer task itself; that subscriber submits to the same publisher
+    # from on_next, which would wait for the blocked producer's turn.
+    pool = DaemonThreadPool(1)
+    publisher: SubmissionPublisher[int] = SubmissionPublisher(pool, 1)
+    failures: list[BaseException] = []
+
+    def resubmit(item: int) -> None:
+        if item == 100:
+            try:
+                publisher.submit(-1)
+            except ReentrantSubmitError as exc:
+                failures.append(exc)
+
+    recorder = Recorder(initial=MAX, on_next_hook=resubmit)
+    publisher.subscribe(recorder)
+
+    def produce() -> None:
+        for i in range(200):
+            publisher.submit(i)
+        publisher.close()
+
+    pool.submit(produce).result(timeout=20)
+    assert recorder.done.wait(10)
+    assert recorder.items == list(range(200))
+    assert [str(f) for f in failures] == [
+        "cannot submit(): this thread's own submit() is waiting for buffer space, and a subscriber it "
+        "delivers to meanwhile must not publish to the same publisher"
+    ]
 
 
 # --- offer ---------------------------------------------------------------------------------
@@ -388,11 +527,27 @@ def test_offer_on_drop_exception_propagates() -> None:
 
 def test_offer_after_close_and_none_item() -> None:
     publisher, _ = manual()
-    with pytest.raises(TypeError):
+    with pytest.raises(TypeError, match=r"^item must not be None \(rule 2\.13\)$"):
         publisher.offer(None)
     publisher.close()
-    with pytest.raises(ClosedPublisherError):
+    with pytest.raises(ClosedPublisherError, match=r"^cannot offer\(\): publisher was closed by close\(\)$"):
         publisher.offer(1)
+    with pytest.raises(ClosedPublisherError, match=r"^cannot offer\(\): publisher was closed by close\(\)$"):
+        publisher.offer(1, timeout=1)
+
+
+def test_offer_checks_on_drop_and_timeout_at_the_call_even_when_nothing_drops() -> None:
+    publisher, executor = manual()
+    publisher.subscribe(Recorder())
+    executor.run_all()
+    with pytest.raises(TypeError, match=r"^on_drop must be callable or None, got 5$"):
+        publisher.offer(1, on_drop=5)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=r"^timeout must be a number of seconds or None, got '1'$"):
+        publisher.offer(1, timeout="1")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=r"^timeout must be a number of seconds or None, got True$"):
+        publisher.offer(1, timeout=True)
+    assert publisher.estimate_maximum_lag() == 0
+    assert publisher.offer(1, timeout=-3) == 1
 
 
 @pytest.mark.timeout(30)
