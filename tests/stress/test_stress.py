@@ -11,7 +11,7 @@ import pytest
 
 from tests.stress.engine import KINDS, run
 
-SEEDS = range(30)
+SEEDS = range(40)
 
 
 @pytest.mark.timeout(90)
