@@ -250,6 +250,15 @@ class Probe(Subscriber[Any]):
     def on_complete(self) -> None:
         self._terminal("on_complete", None)
 
+    def outcome(self) -> str:
+        """What the probe saw, for a failure message."""
+        own = ", cancelled" if self.cancelled else ""
+        own += f", raised {self.raised!r}" if self.raised is not None else ""
+        return (
+            f"saw {self.next_seq} per producer, {self.received} on_next of {self.requested} requested{own}, "
+            f"terminals {self.terminals or 'none'}"
+        )
+
     # --- helper threads ---------------------------------------------------------
 
     def requester(self) -> None:
@@ -538,9 +547,12 @@ def run(
     _check(state, topology, probes, records, logged.records)
     if state.problems:
         lines = "\n".join(f"  - {problem}" for problem in state.problems)
+        accepted = f"  accepted per producer: {state.accepted}"
+        outcomes = "\n".join(f"  {probe.plan.name}: {probe.outcome()}" for probe in probes)
         raise StressFailure(
             f"stress scenario {kind} seed {seed} failed ({repro_command(kind, seed)}):\n"
-            f"  {scenario.describe()}\n{lines}" + (f"\nthread dump at the hang:\n{dump}" if dump else "")
+            f"  {scenario.describe()}\n{lines}\n{accepted}\n{outcomes}"
+            + (f"\nthread dump at the hang:\n{dump}" if dump else "")
         )
     return scenario
 
