@@ -38,10 +38,10 @@ def _thread_exception_log() -> Iterator[None]:
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_setup(item: pytest.Item) -> Generator[None, None, None]:
-    if thread_exceptions.installed:
-        where = f"after {_last_test[-1]} ended" if _last_test else "before this test"
-        _raise_if_any(thread_exceptions.take(), where)
+    where = f"after {_last_test[-1]} ended" if _last_test else "before this test"
     _last_test[:] = [item.nodeid]
+    if thread_exceptions.installed:
+        _raise_if_any(thread_exceptions.take(), where)
     return (yield)
 
 
