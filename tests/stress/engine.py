@@ -66,7 +66,15 @@ KINDS = (
 
 
 class StressFailure(AssertionError):
-    """A scenario broke a check; the message names the seed and how to rerun it."""
+    """A scenario broke a check; the message names the seed and how to rerun it.
+
+    ``problems`` holds one line per broken check, ``scenario`` what was run.
+    """
+
+    def __init__(self, message: str, scenario: Scenario, problems: list[str]) -> None:
+        super().__init__(message)
+        self.scenario = scenario
+        self.problems = problems
 
 
 class Refused(RuntimeError):
@@ -552,7 +560,9 @@ def run(
         raise StressFailure(
             f"stress scenario {kind} seed {seed} failed ({repro_command(kind, seed)}):\n"
             f"  {scenario.describe()}\n{lines}\n{accepted}\n{outcomes}"
-            + (f"\nthread dump at the hang:\n{dump}" if dump else "")
+            + (f"\nthread dump at the hang:\n{dump}" if dump else ""),
+            scenario,
+            list(state.problems),
         )
     return scenario
 
