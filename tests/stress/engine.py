@@ -152,6 +152,7 @@ class Probe(Subscriber[Any]):
         self.cancelled = False
         self.ended = threading.Event()  # a terminal arrived, or it cancelled or raised
         self.subscribed = threading.Event()
+        self.stopped = False  # the run is over: helper threads return
         # Notified when items arrive or it ends; the requester and canceller threads wait on it.
         self._changed = threading.Condition(threading.Lock())
         # --- Guarded by self._changed ------------------------------------
@@ -177,8 +178,20 @@ class Probe(Subscriber[Any]):
         subscription = self.subscription
         assert subscription is not None
         self.cancelled = True
-        self.ended.set()
+        self._end()
         subscription.cancel()
+
+    def _end(self) -> None:
+        """Mark the probe ended (terminal, cancel or raise) and wake its helper threads."""
+        with self._changed:
+            self.ended.set()
+            self._changed.notify_all()
+
+    def stop_helpers(self) -> None:
+        """Make the requester and canceller threads return (the run is over)."""
+        with self._changed:
+            self.stopped = True
+            self._changed.notify_all()
 
     # --- signals ----------------------------------------------------------------
 
@@ -225,7 +238,7 @@ class Probe(Subscriber[Any]):
             if plan.raise_at is not None and self.received == plan.raise_at and self.raised is None:
                 error: BaseException = ProbeInterrupt(plan.name) if plan.raise_interrupt else ProbeError(plan.name)
                 self.raised = error
-                self.ended.set()
+                self._end()
                 raise error
             if plan.cancel_at is not None and self.received >= plan.cancel_at and not plan.cancel_from_thread:
                 if not self.cancelled:
@@ -248,9 +261,7 @@ class Probe(Subscriber[Any]):
         finally:
             if entered:
                 self._inside.release()
-            with self._changed:
-                self._changed.notify_all()
-            self.ended.set()
+            self._end()
 
     def on_error(self, error: BaseException) -> None:
         self._terminal("on_error", error)
@@ -273,11 +284,13 @@ class Probe(Subscriber[Any]):
         """Request a batch whenever the outstanding demand ran out, until the probe ends."""
         if not self.subscribed.wait(max(0.0, self.deadline - time.monotonic())):
             return
-        while not self.ended.is_set() and time.monotonic() < self.deadline:
+        while not self.ended.is_set() and not self.stopped and time.monotonic() < self.deadline:
             if self._outstanding() == 0:
                 self._request(self.plan.batch)
             with self._changed:
-                self._changed.wait_for(lambda: self.ended.is_set() or self.requested - self.received <= 0, timeout=0.05)
+                self._changed.wait_for(
+                    lambda: self.ended.is_set() or self.stopped or self.requested - self.received <= 0, timeout=0.05
+                )
 
     def canceller(self) -> None:
         """Cancel once ``cancel_at`` items arrived."""
@@ -285,10 +298,10 @@ class Probe(Subscriber[Any]):
         assert cancel_at is not None
         with self._changed:
             self._changed.wait_for(
-                lambda: self.received >= cancel_at or self.ended.is_set(),
+                lambda: self.received >= cancel_at or self.ended.is_set() or self.stopped,
                 timeout=max(0.0, self.deadline - time.monotonic()),
             )
-        if not self.ended.is_set() and self.received >= cancel_at:
+        if not self.ended.is_set() and not self.stopped and self.received >= cancel_at:
             self._cancel()
 
 
@@ -477,6 +490,7 @@ class _Run:
         self.uncertain = [False] * scenario.producers  # a submit raised: its item may or may not be delivered
         self.accepted_total = 0
         self.released = False  # the sources were closed to release a failed run's threads
+        self.over = False  # production ended (or the run failed): the saboteur gives up (guarded by progress)
         self._count_lock = threading.Lock()
         self.progress = threading.Condition(self._count_lock)  # notified as items are accepted
 
@@ -491,6 +505,11 @@ class _Run:
         self.threads.append(thread)
         thread.start()
         return thread
+
+    def end_production(self) -> None:
+        with self.progress:
+            self.over = True
+            self.progress.notify_all()
 
     def remaining(self) -> float:
         return max(0.0, self.deadline - time.monotonic())
@@ -536,8 +555,11 @@ def run(
         finally:
             if any(problem.startswith("hang") for problem in state.problems):
                 dump = thread_dump()
-            # Release whatever still waits: a blocked submit raises, then the pools stop.
+            # Release whatever still waits: helper threads, a blocked submit, then the pools.
             state.released = True
+            state.end_production()
+            for probe in probes:
+                probe.stop_helpers()
             for source in topology.sources:
                 source.close_exceptionally(RunEnded("stress run ended"))
             for probe in probes:
@@ -599,7 +621,9 @@ def _drive(
 
         def saboteur() -> None:
             with state.progress:
-                state.progress.wait_for(lambda: state.accepted_total >= scenario.fault_at, state.remaining())
+                state.progress.wait_for(
+                    lambda: state.accepted_total >= scenario.fault_at or state.over, state.remaining()
+                )
             faulty_pool.shutdown(wait=False)
 
         state.spawn("saboteur", saboteur)
@@ -635,6 +659,7 @@ def _drive(
     producers = [state.spawn(f"producer-{i}", producer(i)) for i in range(scenario.producers)]
     for thread in producers:
         thread.join(state.remaining())
+    state.end_production()
     stuck = [t.name for t in producers if t.is_alive()]
     if stuck:
         state.problems.append(f"hang: {', '.join(stuck)} still in submit() after the run's timeout")
