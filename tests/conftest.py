@@ -1,14 +1,73 @@
-"""Fixtures shared by every test module."""
+"""Fixtures shared by every test module.
+
+Exceptions in other threads: every exception that reaches
+:func:`threading.excepthook` while a test runs fails that test, unless the
+test claims it with :func:`tests.support.expect_thread_exceptions`. The log is
+installed for the whole session, so an exception reported after a test's last
+phase (a pool thread still finishing) is not lost: it fails the next test's
+setup, naming the test that ran before, or the session at its end.
+"""
 
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 
 import pytest
 
 import flowpy
 from tests.core_impl import CORE_MODULES, core_params, use_core
+from tests.support import ThreadException, thread_exceptions
+
+_last_test: list[str] = []  # the node id of the test that ran last, for late reports
+
+
+def _raise_if_any(records: list[ThreadException], where: str) -> None:
+    if records:
+        details = "\n".join(record.describe() for record in records)
+        pytest.fail(f"{len(records)} unexpected exception(s) in other threads {where}:\n{details}", pytrace=False)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _thread_exception_log() -> Iterator[None]:
+    """Install the thread exception log for the whole session."""
+    thread_exceptions.install()
+    try:
+        yield
+    finally:
+        thread_exceptions.uninstall()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_setup(item: pytest.Item) -> Generator[None, None, None]:
+    where = f"after {_last_test[-1]} ended" if _last_test else "before this test"
+    _last_test[:] = [item.nodeid]
+    if thread_exceptions.installed:
+        _raise_if_any(thread_exceptions.take(), where)
+    return (yield)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Generator[None, None, None]:
+    result = yield
+    _raise_if_any(thread_exceptions.take(), "during the test")
+    return result
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_teardown(item: pytest.Item) -> Generator[None, None, None]:
+    result = yield
+    _raise_if_any(thread_exceptions.take(), "during teardown")
+    return result
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    records = thread_exceptions.take()
+    if records:
+        where = f"after {_last_test[-1]} ended" if _last_test else "during the session"
+        details = "\n".join(record.describe() for record in records)
+        sys.stderr.write(f"\n{len(records)} unexpected exception(s) in other threads {where}:\n{details}\n")
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
 @pytest.fixture

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import collections
+import contextlib
+import dataclasses
 import threading
-from collections.abc import Callable
+import traceback
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from flowpy.flow import Subscriber, Subscription
@@ -140,3 +143,130 @@ class Recorder(Subscriber[Any]):
 
     def kinds(self) -> list[str]:
         return [kind for kind, _ in self.signals]
+
+
+# --- Exceptions that escape threads ------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class ThreadException:
+    """One exception that reached :func:`threading.excepthook`."""
+
+    thread: str
+    error: BaseException
+    traceback: str
+
+    def describe(self) -> str:
+        return f"exception in thread {self.thread}:\n{self.traceback}"
+
+
+class _Expectation:
+    """Exceptions of ``types`` that an ``expect`` block claims instead of failing the test."""
+
+    def __init__(self, types: tuple[type[BaseException], ...]) -> None:
+        self.types = types
+        self.caught: list[BaseException] = []
+
+
+class ThreadExceptionLog:
+    """Collects every exception that reaches :func:`threading.excepthook` while installed.
+
+    Used as a context manager (or with :meth:`install`/:meth:`uninstall`), it
+    replaces the hook and restores the previous one on exit. Exceptions
+    claimed by an active :meth:`expect` block are handed to it; every other
+    one is kept until :meth:`take` returns it.
+    """
+
+    def __init__(self) -> None:
+        # Notified whenever an exception arrives.
+        self._arrived = threading.Condition(threading.Lock())
+        # --- Guarded by self._arrived ----------------------------------
+        self._records: list[ThreadException] = []
+        self._expectations: list[_Expectation] = []
+        self._previous: Callable[[threading.ExceptHookArgs], object] | None = None
+
+    def install(self) -> None:
+        """Replace :func:`threading.excepthook` with this log's hook."""
+        assert self._previous is None, "the log is installed already"
+        self._previous = threading.excepthook
+        threading.excepthook = self._hook
+
+    def uninstall(self) -> None:
+        """Put back the hook that :meth:`install` replaced."""
+        assert self._previous is not None, "the log is not installed"
+        threading.excepthook = self._previous
+        self._previous = None
+
+    @property
+    def installed(self) -> bool:
+        return self._previous is not None
+
+    def __enter__(self) -> ThreadExceptionLog:
+        self.install()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.uninstall()
+
+    def _hook(self, args: threading.ExceptHookArgs) -> None:
+        error = args.exc_value if args.exc_value is not None else args.exc_type()
+        record = ThreadException(
+            thread="<unknown>" if args.thread is None else args.thread.name,
+            error=error,
+            traceback="".join(traceback.format_exception(args.exc_type, error, args.exc_traceback)),
+        )
+        with self._arrived:
+            for expectation in self._expectations:
+                if isinstance(error, expectation.types):
+                    expectation.caught.append(error)
+                    break
+            else:
+                self._records.append(record)
+            self._arrived.notify_all()
+
+    def take(self) -> list[ThreadException]:
+        """Return and forget the exceptions no ``expect`` block claimed."""
+        with self._arrived:
+            records, self._records = self._records, []
+        return records
+
+    @contextlib.contextmanager
+    def expect(
+        self, *types: type[BaseException], count: int = 1, timeout: float = 10.0
+    ) -> Iterator[list[BaseException]]:
+        """Claim exceptions of ``types`` raised in any thread inside the block.
+
+        On exit, waits up to ``timeout`` seconds for at least ``count`` of them
+        (a pool thread may report after the block's last line) and fails if
+        fewer arrived. Yields the list they are collected into.
+        """
+        assert types, "expect needs at least one exception type"
+        assert self.installed, "the thread exception log is not installed"
+        expectation = _Expectation(types)
+        with self._arrived:
+            self._expectations.append(expectation)
+        try:
+            yield expectation.caught
+            with self._arrived:
+                self._arrived.wait_for(lambda: len(expectation.caught) >= count, timeout)
+        finally:
+            with self._arrived:
+                self._expectations.remove(expectation)
+        names = ", ".join(t.__name__ for t in types)
+        assert len(expectation.caught) >= count, (
+            f"expected {count} {names} in other threads within {timeout} s, got {expectation.caught!r}"
+        )
+
+
+thread_exceptions = ThreadExceptionLog()
+"""The log every test runs under (installed by tests/conftest.py for the whole session)."""
+
+
+def expect_thread_exceptions(
+    *types: type[BaseException], count: int = 1, timeout: float = 10.0
+) -> contextlib.AbstractContextManager[list[BaseException]]:
+    """Expect ``count`` exceptions of ``types`` in other threads within the block.
+
+    See :meth:`ThreadExceptionLog.expect`; the session's log is the one used.
+    """
+    return thread_exceptions.expect(*types, count=count, timeout=timeout)
