@@ -188,11 +188,12 @@ class _StreamSender(ForwardingSubscriber[T]):
     def _ready(self) -> bool:
         return bool(self._items) or self._done
 
-    async def run(self, limit: int) -> None:
+    async def run(self, limit: int, task_group: TaskGroup) -> None:
         """Send the items, requesting ``limit`` more each time ``limit`` were sent; close the stream at the end.
 
         Raises:
-            BaseException: the publisher's ``on_error`` exception, after the items before it.
+            BaseException: the publisher's ``on_error`` exception, after the
+                items before it, once ``task_group`` is cancelled.
         """
         items = self._items
         stream = self._stream
@@ -213,6 +214,9 @@ class _StreamSender(ForwardingSubscriber[T]):
                     else:  # done: every append came before _done was set
                         error, self._error = self._error, None
                         if error is not None:
+                            # Cancel the group before the stream closes, so that a
+                            # waiting receiver is cancelled rather than ended.
+                            task_group.cancel_scope.cancel()
                             raise error
                         return
         finally:
@@ -252,7 +256,7 @@ def to_send_stream(
     require(task_group, "task_group")
     prefetch = require_positive_int(prefetch, "prefetch")
     sender: _StreamSender[T] = _StreamSender(send_stream, prefetch, _Loop())
-    task_group.start_soon(sender.run, replenish_limit(prefetch), name=f"flowpy sender to {send_stream!r}")
+    task_group.start_soon(sender.run, replenish_limit(prefetch), task_group, name=f"flowpy sender to {send_stream!r}")
     return sender
 
 
