@@ -431,7 +431,7 @@ class _ReceiveStreamPublisher(flow.Publisher[T]):
         with self._lock:
             taken, self._taken = self._taken, True
         if taken:
-            _reject(subscriber, RuntimeError(f"receive stream {self._stream!r} serves one subscriber; clone it"))
+            _reject(subscriber, RuntimeError("from_receive_stream serves one subscriber; clone() the stream for more"))
             return
         pull: _StreamPull[T] = _StreamPull(subscriber, self._stream, self._loop)
         if not self._loop.call(lambda: self._task_group.start_soon(pull.run, name="flowpy receiver")):

@@ -347,7 +347,7 @@ async def test_from_receive_stream_serves_one_subscriber() -> None:
         publisher.subscribe(first)
         publisher.subscribe(second)
         assert isinstance(second.error, RuntimeError)
-        assert str(second.error) == f"receive stream {receive!r} serves one subscriber; clone it"
+        assert str(second.error) == "from_receive_stream serves one subscriber; clone() the stream for more"
         await wait_all_tasks_blocked()  # the first one's task has started
         first.cancel()
     send.close()
