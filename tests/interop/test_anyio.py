@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import re
+import subprocess
 import sys
 import threading
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -381,3 +384,20 @@ async def test_round_trip_through_flowpy_operators() -> None:
         tg.start_soon(produce)
         got = [item async for item in out]
     assert got == [i * i for i in range(100)]
+
+
+# --- the documented example -----------------------------------------------------------
+
+
+@pytest.mark.timeout(90)
+def test_docs_interop_anyio_example_prints_what_it_shows() -> None:
+    root = Path(__file__).resolve().parents[2]
+    text = (root / "docs" / "interop.md").read_text()
+    section = text.split("## anyio and trio", 1)[1]
+    match = re.search(r"```python\n(.*?)```\n\nprints\n\n```\n(.*?)```", section, flags=re.DOTALL)
+    assert match is not None
+    code, shown = match.groups()
+    result = subprocess.run(
+        [sys.executable, "-c", code], cwd=root, capture_output=True, text=True, timeout=80, check=True
+    )
+    assert result.stdout == shown
