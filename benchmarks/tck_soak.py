@@ -10,7 +10,10 @@ the ratio to the synchronous range publisher (the baseline, same run).
 Soak: runs every required test of the reference verifications and of
 SubmissionPublisher ``--soak`` times in a row with ``sys.setswitchinterval(1e-6)``,
 which makes the interpreter switch threads as often as it can, and prints the
-number of failures (the bar is zero) and every failure message.
+number of failures (the bar is zero) and every failure message. A failure is
+a failed test or an exception escaping in any thread (``threading.excepthook``,
+or a task of the helper publisher's executor that raised), reported with the
+thread, the exception and the test that was running.
 
 It uses the test suite's verifications (tests/tck) as the cases.
 """
@@ -20,16 +23,20 @@ from __future__ import annotations
 import argparse
 import statistics
 import sys
+import threading
 import time
+import traceback
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks._common import machine
+from flowpy.executors import DaemonThreadPool, Executor, as_execute
 from flowpy.tck import TestEnvironment
-from flowpy.tck._base import Verification
-from flowpy.tck.runner import Status, run_verification
+from flowpy.tck._base import Verification, WithHelperPublisher, verification_tests
+from flowpy.tck.runner import Status, run_test, run_verification
 from tests.tck.test_reactive_streams_tck import TestReactiveRangePublisher
 from tests.tck.test_reference_tck import (
     TestAsyncIterablePublisher,
@@ -95,29 +102,127 @@ def timing(repetitions: int) -> int:
     return len(failures)
 
 
-def soak(rounds: int) -> int:
-    """Run the required tests ``rounds`` times under a tiny switch interval; return the failures."""
+class ThreadFailures:
+    """Counts exceptions that escape in any thread while a soak runs, and says which.
+
+    Two sources: :func:`threading.excepthook` (a thread's uncaught exception,
+    and a task of flowpy's pools that raised) and the tasks of the executors
+    passed through :meth:`watch` (an exception a ``concurrent.futures``
+    executor would keep in a future nobody reads). Each failure is attributed
+    to the test running when it was recorded (a late one may belong to the
+    test before).
+    """
+
+    def __init__(self) -> None:
+        self.current = "(between tests)"
+        self.failures: Counter[str] = Counter()
+        self._lock = threading.Lock()
+        self._seen: set[int] = set()  # ids of exceptions already counted by watch(), so excepthook skips them
+        self._previous_hook = threading.excepthook
+
+    def __enter__(self) -> ThreadFailures:
+        threading.excepthook = self._excepthook
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        threading.excepthook = self._previous_hook
+
+    def record(self, where: str, error: BaseException) -> None:
+        """Count ``error`` against the current test, once per exception object."""
+        frames = traceback.extract_tb(error.__traceback__)
+        at = f" at {Path(frames[-1].filename).name}:{frames[-1].lineno}" if frames else ""
+        with self._lock:
+            if id(error) in self._seen:
+                return
+            self._seen.add(id(error))
+            self.failures[f"{self.current}: {where}: {type(error).__name__}: {error}{at}"] += 1
+
+    def _excepthook(self, args: threading.ExceptHookArgs) -> None:
+        if args.exc_value is None:
+            return
+        thread = args.thread.name if args.thread is not None else "unknown thread"
+        self.record(f"uncaught in thread {thread}", args.exc_value)
+
+    def watch(self, executor: Executor) -> Executor:
+        """Return ``executor`` with every task's exception counted (then raised on as before)."""
+        execute = as_execute(executor)
+        failures = self
+
+        class Watched:
+            def execute(self, task: Callable[[], object]) -> None:
+                def run() -> None:
+                    try:
+                        task()
+                    except BaseException as exc:
+                        failures.record(f"task on {threading.current_thread().name}", exc)
+                        raise
+
+                execute(run)
+
+        return Watched()
+
+
+def watched(verification: type[Verification], failures: ThreadFailures, pool: Executor) -> type[Verification]:
+    """Return ``verification`` with its helper publisher on ``pool`` seen through ``failures``.
+
+    The pool is the soak's own (the TCK does not shut it down); other
+    verifications are returned as they are.
+    """
+    if not issubclass(verification, WithHelperPublisher):
+        return verification
+    executor = failures.watch(pool)
+    return type(verification.__name__, (verification,), {"publisher_executor_service": lambda self: executor})
+
+
+def soak(rounds: int, soaked: list[type[Verification]] | None = None) -> int:
+    """Run the required tests of ``soaked`` (default :data:`SOAKED`) ``rounds`` times under a
+    tiny switch interval; print and return the failures.
+
+    A failure is a failed test, or an exception escaping in any thread.
+    """
+    soaked = SOAKED if soaked is None else soaked
     interval = sys.getswitchinterval()
-    sys.setswitchinterval(1e-6)
-    failures: Counter[str] = Counter()
+    tests: Counter[str] = Counter()
     runs = 0
+    pool = DaemonThreadPool(4, thread_name_prefix="tck-soak")
     start = time.perf_counter()
-    try:
-        for _ in range(rounds):
-            for verification in SOAKED:
-                for outcome in run_verification(verification, lambda name: "_required_" in name):
-                    runs += 1
-                    if outcome.status is Status.FAILED:
-                        failures[f"{verification.__name__}.{outcome.test}: {outcome.message}"] += 1
-    finally:
-        sys.setswitchinterval(interval)
+    with ThreadFailures() as threads:
+        verifications = [watched(verification, threads, pool) for verification in soaked]
+        sys.setswitchinterval(1e-6)
+        try:
+            for _ in range(rounds):
+                for verification in verifications:
+                    setup = getattr(verification, "setup_class", None)
+                    if callable(setup):
+                        setup()
+                    try:
+                        for name in verification_tests(verification):
+                            if "_required_" not in name:
+                                continue
+                            threads.current = f"{verification.__name__}.{name}"
+                            outcome = run_test(verification, name)
+                            runs += 1
+                            if outcome.status is Status.FAILED:
+                                tests[f"{threads.current}: {outcome.message}"] += 1
+                    finally:
+                        threads.current = "(between tests)"
+                        teardown = getattr(verification, "teardown_class", None)
+                        if callable(teardown):
+                            teardown()
+        finally:
+            sys.setswitchinterval(interval)
+            pool.shutdown(wait=True)
     elapsed = time.perf_counter() - start
-    print(f"\nSoak: {rounds} rounds of the required tests of {len(SOAKED)} verifications, "
+    failed_tests, thread_failures = sum(tests.values()), sum(threads.failures.values())
+    print(f"\nSoak: {rounds} rounds of the required tests of {len(soaked)} verifications, "
           f"sys.setswitchinterval(1e-6) ({machine()})")
-    print(f"{runs} test runs in {elapsed:.0f} s, {sum(failures.values())} failures")
-    for message, count in failures.most_common():
-        print(f"  {count} x {message}")
-    return sum(failures.values())
+    print(f"{runs} test runs in {elapsed:.0f} s, {failed_tests + thread_failures} failures "
+          f"({failed_tests} failed tests, {thread_failures} exceptions in other threads)")
+    for message, count in tests.most_common():
+        print(f"  {count} x failed: {message}")
+    for message, count in threads.failures.most_common():
+        print(f"  {count} x thread: {message}")
+    return failed_tests + thread_failures
 
 
 def main() -> int:

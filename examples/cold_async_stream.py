@@ -12,6 +12,7 @@ ever got.
 
 from __future__ import annotations
 
+import argparse
 import threading
 import time
 from collections.abc import Iterator
@@ -89,4 +90,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter).parse_args()
     main()

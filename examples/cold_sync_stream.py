@@ -12,6 +12,7 @@ requests (rule 3.3), and the same stream consumed as a plain iterator.
 
 from __future__ import annotations
 
+import argparse
 import sys
 import threading
 
@@ -76,4 +77,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter).parse_args()
     main()

@@ -13,6 +13,7 @@ submit(), at the archiver's pace, and no buffer grows past its capacity.
 
 from __future__ import annotations
 
+import argparse
 import threading
 import time
 
@@ -84,4 +85,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter).parse_args()
     main()

@@ -12,6 +12,7 @@ processor cancels the source.
 
 from __future__ import annotations
 
+import argparse
 import threading
 from collections.abc import Iterator
 
@@ -67,4 +68,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter).parse_args()
     main()

@@ -11,6 +11,7 @@ pace and nothing piles up. The program prints what backpressure did.
 
 from __future__ import annotations
 
+import argparse
 import threading
 import time
 
@@ -91,4 +92,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter).parse_args()
     main()

@@ -31,6 +31,12 @@ class SerialDrain:
     that signalled, in place of the drain, and no drain ever runs again: the
     owner must end what it serves.
 
+    If ``drain`` raises, the exception propagates out of the task, and the
+    drain is idle again: the next ``signal()`` starts a new task. A raising
+    drain must leave its owner in a state that such a task handles (say,
+    terminal), since signals that came during the failed pass are not
+    replayed.
+
     Drain functions and ``on_reject`` never overlap, and everything a
     signalling thread did before ``signal()`` happens-before the drain pass
     that sees it (rules 1.3, 2.11).
@@ -84,6 +90,14 @@ class SerialDrain:
             running.discard(self)
 
     def _loop(self) -> None:
+        try:
+            self._passes()
+        except BaseException:
+            with self._lock:
+                self._wip = 0  # idle: a raising pass must not leave the drain busy for ever
+            raise
+
+    def _passes(self) -> None:
         missed = 1
         first = True
         while True:

@@ -12,11 +12,11 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def run_example(name: str) -> str:
+def run_example(name: str, *args: str) -> str:
     """Run ``examples/<name>`` with this checkout's flowpy; return its output after a clean exit."""
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     completed = subprocess.run(
-        [sys.executable, str(ROOT / "examples" / name)],
+        [sys.executable, str(ROOT / "examples" / name), *args],
         capture_output=True,
         text=True,
         timeout=60,
@@ -64,3 +64,12 @@ def test_multicast_example_shares_one_source_in_lock_step() -> None:
     assert "paced consumer pulled [0, 1, 2, 3, 4]" in out
     assert "the same as the paced one first: True" in out
     assert "last subscriber left: the source was cancelled" in out
+
+
+@pytest.mark.parametrize(
+    "name", ["quickstart.py", "cold_sync_stream.py", "cold_async_stream.py", "hot_async_stream.py", "multicast.py"]
+)
+def test_examples_answer_help_with_their_description(name: str) -> None:
+    out = run_example(name, "--help")
+    first_line = (ROOT / "examples" / name).read_text().split('"""')[1].splitlines()[0]
+    assert out.startswith(f"usage: {name} [-h]\n\n{first_line}\n")

@@ -186,12 +186,14 @@ class DemandDrain(Subscription, ABC):
                 self.draining = False
                 if self.cancelled or self._failure is not None or not self._has_work():
                     return False
-        except Exception as error:  # a subscriber method broke rule 2.13: the stream ends here
+        except BaseException as error:  # a subscriber method broke rule 2.13: the stream ends here
             self.draining = False
             self._broken = True
             self.cancelled = True
             self._cancel_upstream()
             report(error, f"a subscriber method raised inside {type(self).__name__}'s drain (rule 2.13)")
+            if not isinstance(error, Exception):
+                raise  # KeyboardInterrupt, SystemExit: ended like any failure, then passed on
         return False
 
     @abstractmethod

@@ -16,7 +16,7 @@ The verifications target the Flow API (:mod:`flowpy.flow`); the
 (:mod:`flowpy.reactivestreams`) through :mod:`flowpy.adapters`.
 """
 
-from flowpy.tck._base import NOT_VERIFIED, WithHelperPublisher
+from flowpy.tck._base import WithHelperPublisher
 from flowpy.tck.environment import (
     DEFAULT_TIMEOUT_MILLIS,
     TEST_BUFFER_SIZE,
@@ -27,7 +27,6 @@ from flowpy.tck.environment import (
     ManualSubscriberWithSubscriptionSupport,
     Promise,
     Receptacle,
-    SkipTest,
     SubscriberBufferOverflowError,
     TestEnvironment,
     TestException,
@@ -43,6 +42,16 @@ from flowpy.tck.reactive_streams import (
     ReactiveStreamsSubscriberBlackboxVerification,
     ReactiveStreamsSubscriberWhiteboxVerification,
 )
+from flowpy.tck.skips import (
+    NOT_VERIFIED,
+    SKIPPING_NO_ERROR_PUBLISHER_AVAILABLE,
+    SKIPPING_OPTIONAL_TEST_FAILED,
+    SKIPPING_STOCHASTIC_TEST,
+    SKIPPING_TOO_FEW_ELEMENTS,
+    SKIPPING_TOO_FEW_SUBSCRIBERS,
+    SKIPPING_UNABLE_TO_COMPLETE,
+    SkipTest,
+)
 from flowpy.tck.subscriber_blackbox import SubscriberBlackboxVerification
 from flowpy.tck.subscriber_whitebox import SubscriberWhiteboxVerification
 
@@ -50,6 +59,12 @@ __all__ = [
     "DEFAULT_TIMEOUT_MILLIS",
     "NOT_VERIFIED",
     "PUBLISHER_UNABLE_TO_SIGNAL_ON_COMPLETE",
+    "SKIPPING_NO_ERROR_PUBLISHER_AVAILABLE",
+    "SKIPPING_OPTIONAL_TEST_FAILED",
+    "SKIPPING_STOCHASTIC_TEST",
+    "SKIPPING_TOO_FEW_ELEMENTS",
+    "SKIPPING_TOO_FEW_SUBSCRIBERS",
+    "SKIPPING_UNABLE_TO_COMPLETE",
     "TEST_BUFFER_SIZE",
     "AsyncIterablePublisher",
     "BlackboxProbe",

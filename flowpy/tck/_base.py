@@ -4,23 +4,20 @@ from __future__ import annotations
 
 import itertools
 import re
+import threading
+import weakref
 from collections.abc import Callable
 from typing import Any, ClassVar, TypeVar
 
 from flowpy import flow
 from flowpy.executors import DaemonThreadPool, Executor
-from flowpy.tck.environment import SkipTest, TestEnvironment, skip
+from flowpy.tck.environment import TestEnvironment
 from flowpy.tck.helper_publisher import helper_publisher
+from flowpy.tck.skips import NOT_VERIFIED, OPTIONAL_SKIP, SKIPPING_OPTIONAL_TEST_FAILED, SkipTest, skip
 
 __all__ = ["NOT_VERIFIED", "OPTIONAL_SKIP", "Verification", "WithHelperPublisher", "rule_of", "verification_tests"]
 
 T = TypeVar("T")
-
-NOT_VERIFIED = "not verified by this TCK"
-"""The reason every ``untested_`` test skips with."""
-
-OPTIONAL_SKIP = "Skipped because tested publisher does NOT implement this OPTIONAL requirement"
-"""The start of the reason an ``optional_`` test skips with when it fails."""
 
 _RULE = re.compile(r"_spec(\d)(\d\d)_")
 
@@ -78,17 +75,28 @@ class Verification:
         except (Exception, AssertionError) as exc:
             if isinstance(exc, SkipTest):
                 raise
-            skip(f"{OPTIONAL_SKIP}: {exc}")
+            skip(f"{SKIPPING_OPTIONAL_TEST_FAILED}: {exc}")
 
 
 class WithHelperPublisher:
     """The helper publisher that feeds the subscriber verifications.
 
-    Its executor is created by :meth:`publisher_executor_service` once per
-    class (``setup_class``) and shut down by ``teardown_class``.
+    Its executor is what :meth:`publisher_executor_service` returns, asked
+    once per verification class on first use. ``teardown_class`` shuts it
+    down only if the TCK created it (the default
+    :meth:`publisher_executor_service`); an executor the user returns from an
+    override stays the user's: it is never shut down, so several
+    verification classes may share it.
     """
 
-    _executors: ClassVar[dict[type, Executor]] = {}
+    # --- Guarded by _executors_lock --------------------------------------
+    # The helper executor of each verification class, and whether the TCK
+    # created it (then teardown_class shuts it down).
+    _executors: ClassVar[dict[type, tuple[Executor, bool]]] = {}
+    _executors_lock: ClassVar[threading.Lock] = threading.Lock()
+    # Pools made by the default publisher_executor_service, not yet claimed
+    # by helper_executor; an override that calls super() hands one on.
+    _created: ClassVar[weakref.WeakSet[Any]] = weakref.WeakSet()
     _counter = itertools.count()
 
     def create_element(self, element: int) -> Any:
@@ -96,16 +104,34 @@ class WithHelperPublisher:
         return element
 
     def publisher_executor_service(self) -> Executor:
-        """Return a new executor for the helper publisher; default a pool of 4 daemon threads."""
-        return DaemonThreadPool(4, thread_name_prefix=f"flowpy-tck-{next(self._counter)}")
+        """Return the executor for the helper publisher; default a new pool of 4 daemon threads.
+
+        The default pool belongs to the TCK, which shuts it down in
+        ``teardown_class``. Override to use an executor of your own; the TCK
+        then never shuts it down.
+        """
+        pool = DaemonThreadPool(4, thread_name_prefix=f"flowpy-tck-{next(self._counter)}")
+        with WithHelperPublisher._executors_lock:
+            WithHelperPublisher._created.add(pool)
+        return pool
 
     def helper_executor(self) -> Executor:
-        """The executor of this class, created on first use."""
+        """The executor of this class, from :meth:`publisher_executor_service` on first use."""
         cls = type(self)
-        executor = WithHelperPublisher._executors.get(cls)
-        if executor is None:
-            executor = WithHelperPublisher._executors[cls] = self.publisher_executor_service()
-        return executor
+        with WithHelperPublisher._executors_lock:
+            entry = WithHelperPublisher._executors.get(cls)
+        if entry is not None:
+            return entry[0]
+        executor = self.publisher_executor_service()
+        owned = _claim_created(executor)
+        with WithHelperPublisher._executors_lock:
+            entry = WithHelperPublisher._executors.get(cls)
+            if entry is None:
+                entry = WithHelperPublisher._executors[cls] = (executor, owned)
+                return executor
+        if owned:  # another thread of the same class stored its executor first
+            _shutdown(executor)
+        return entry[0]
 
     @classmethod
     def setup_class(cls) -> None:
@@ -113,11 +139,11 @@ class WithHelperPublisher:
 
     @classmethod
     def teardown_class(cls) -> None:
-        """Shut down the helper executor of this class, if one was created."""
-        executor = WithHelperPublisher._executors.pop(cls, None)
-        shutdown = getattr(executor, "shutdown", None)
-        if callable(shutdown):
-            shutdown(wait=False)
+        """Forget this class's helper executor; shut it down if the TCK created it."""
+        with WithHelperPublisher._executors_lock:
+            entry = WithHelperPublisher._executors.pop(cls, None)
+        if entry is not None and entry[1]:
+            _shutdown(entry[0])
 
     def create_helper_publisher(self, elements: int) -> flow.Publisher[Any]:
         """Return an asynchronous publisher of ``create_element(0..elements-1)``.
@@ -125,3 +151,20 @@ class WithHelperPublisher:
         Above ``2**31 - 1`` elements it is infinite.
         """
         return helper_publisher(elements, self.helper_executor(), self.create_element)
+
+
+def _claim_created(executor: Executor) -> bool:
+    """Whether the default ``publisher_executor_service`` created ``executor``; forgets it."""
+    with WithHelperPublisher._executors_lock:
+        try:
+            created = executor in WithHelperPublisher._created
+        except TypeError:  # not weak-referenceable: not one of the TCK's pools
+            return False
+        WithHelperPublisher._created.discard(executor)
+    return created
+
+
+def _shutdown(executor: Executor) -> None:
+    shutdown = getattr(executor, "shutdown", None)
+    if callable(shutdown):
+        shutdown(wait=False)

@@ -24,7 +24,6 @@ import os
 import sys
 import threading
 import time
-import unittest
 from typing import NoReturn, TypeVar
 
 from flowpy import flow
@@ -36,6 +35,7 @@ from flowpy.tck.signals import (
     Receptacle,
     SubscriberBufferOverflowError,
 )
+from flowpy.tck.skips import SkipTest, skip
 
 __all__ = [
     "DEFAULT_TIMEOUT_MILLIS",
@@ -53,35 +53,12 @@ __all__ = [
     "TestException",
     "TestSubscriber",
     "skip",
-    "skip_exceptions",
 ]
 
 T = TypeVar("T")
 
 DEFAULT_TIMEOUT_MILLIS = 100
 """The Java TCK's default for all three timeouts."""
-
-SkipTest = unittest.SkipTest
-"""Raised to skip a test when pytest is not loaded; pytest and the runner report it as skipped."""
-
-
-def skip(reason: str) -> NoReturn:
-    """Skip the running test with ``reason``.
-
-    Under pytest this is ``pytest.skip(reason)``, so that the report points
-    at the test; otherwise it raises :data:`SkipTest`. pytest is never imported
-    here, only used when something else already has.
-    """
-    pytest = sys.modules.get("pytest")
-    if pytest is not None:
-        pytest.skip(reason)
-    raise SkipTest(reason)
-
-
-def skip_exceptions() -> tuple[type[BaseException], ...]:
-    """The exception types that mean "skipped": :data:`SkipTest`, and pytest's when it is loaded."""
-    pytest = sys.modules.get("pytest")
-    return (SkipTest,) if pytest is None else (SkipTest, pytest.skip.Exception)
 
 
 class TestException(RuntimeError):
@@ -134,7 +111,7 @@ class TestEnvironment:
         timeout = (
             default_timeout_millis
             if default_timeout_millis is not None
-            else _env_millis("DEFAULT_TIMEOUT_MILLIS", DEFAULT_TIMEOUT_MILLIS)
+            else self.env_default_timeout_millis()
         )
         no_signals = (
             default_no_signals_timeout_millis
@@ -167,6 +144,43 @@ class TestEnvironment:
         )
 
     # --- Timeouts ---------------------------------------------------------
+
+    @staticmethod
+    def env_default_timeout_millis() -> int:
+        """The default timeout configured for the process, in milliseconds.
+
+        The environment variable ``DEFAULT_TIMEOUT_MILLIS``, else
+        :data:`DEFAULT_TIMEOUT_MILLIS` (100); what ``TestEnvironment()`` uses
+        when no timeout is passed (Java's ``envDefaultTimeoutMillis()``).
+
+        Raises:
+            ValueError: if the variable is set and not an integer.
+        """
+        return _env_millis("DEFAULT_TIMEOUT_MILLIS", DEFAULT_TIMEOUT_MILLIS)
+
+    @staticmethod
+    def env_default_no_signals_timeout_millis() -> int:
+        """The no-signals timeout configured for the process, in milliseconds.
+
+        The variable ``DEFAULT_NO_SIGNALS_TIMEOUT_MILLIS``, else
+        :meth:`env_default_timeout_millis` (Java's ``envDefaultNoSignalsTimeoutMillis()``).
+
+        Raises:
+            ValueError: if a variable is set and not an integer.
+        """
+        return _env_millis("DEFAULT_NO_SIGNALS_TIMEOUT_MILLIS", TestEnvironment.env_default_timeout_millis())
+
+    @staticmethod
+    def env_default_poll_timeout_millis() -> int:
+        """The poll timeout configured for the process, in milliseconds.
+
+        The variable ``DEFAULT_POLL_TIMEOUT_MILLIS``, else
+        :meth:`env_default_timeout_millis` (Java's ``envDefaultPollTimeoutMillis()``).
+
+        Raises:
+            ValueError: if a variable is set and not an integer.
+        """
+        return _env_millis("DEFAULT_POLL_TIMEOUT_MILLIS", TestEnvironment.env_default_timeout_millis())
 
     @property
     def default_timeout_millis(self) -> int:
@@ -204,6 +218,21 @@ class TestEnvironment:
         """Record a failure and raise it as :class:`AssertionError`."""
         self.flop(message)
         raise AssertionError(message)
+
+    def flop_and_raise_first(self, message: str) -> NoReturn:
+        """Record a failure, then raise the first failure recorded in this test.
+
+        Where the Java TCK only records a failure and goes on, so that the
+        test's final check reports the *first* recorded error, this stops at
+        once yet reports the same error: a symptom (a timeout) never hides
+        its cause (an illegal signal recorded before it).
+
+        Raises:
+            AssertionError: as :meth:`verify_no_async_errors_no_delay`.
+        """
+        self.flop(message)
+        self.verify_no_async_errors_no_delay()
+        raise AssertionError(message)  # only if the errors were cleared concurrently
 
     @property
     def async_errors(self) -> list[BaseException]:

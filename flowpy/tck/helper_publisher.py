@@ -88,20 +88,22 @@ class _NoOpSubscription(flow.Subscription):
 
 class _IterableSubscription(flow.Subscription, Generic[T]):
     # Implementation overview: callers (any thread) append a signal to
-    # self._inbound and try to schedule self._run. self._scheduled is the
-    # "task queued or running" flag, set and cleared under self._lock; the
-    # task processes one signal and, on exit, clears the flag and re-schedules
-    # itself if more signals arrived (checked under the same lock, so no
-    # wake-up is lost). Everything below "task state" is touched only by the
-    # one task that runs at a time.
+    # self._inbound and, if no task is queued or running, queue self._run,
+    # both in one step under self._lock. self._scheduled is the "task queued
+    # or running" flag; the task processes one signal and, on exit, under the
+    # same lock either keeps the flag and queues its successor (signals are
+    # pending) or clears it (none are). Invariant at every release of the
+    # lock: the flag is clear only if the queue is empty. So at most one task
+    # exists, every queued task has a signal to pop, and no wake-up is lost.
+    # Everything below "task state" is touched only by the one running task.
 
     def __init__(self, publisher: AsyncIterablePublisher[T], subscriber: flow.Subscriber[T]) -> None:
         self._publisher = publisher
         self._subscriber: flow.Subscriber[T] | None = subscriber
-        self._inbound: deque[object] = deque()  # appended by any thread, popped by the task
         # --- Guarded by self._lock ---------------------------------------
         self._lock = threading.Lock()
-        self._scheduled = False  # a task is queued or running
+        self._inbound: deque[object] = deque()  # appended under the lock; popped/cleared by the task
+        self._scheduled = False  # a task is queued or running; clear only while self._inbound is empty
         # --- Task state ---------------------------------------------------
         self._cancelled = False  # set once; then every signal is dropped
         self._subscribed = False  # on_subscribe was called
@@ -116,14 +118,21 @@ class _IterableSubscription(flow.Subscription, Generic[T]):
         self.signal(_CANCEL)
 
     def signal(self, signal: object) -> None:
-        self._inbound.append(signal)
-        self._try_schedule()
+        """Queue ``signal``; start a task unless one is queued or running (that one will serve it).
 
-    def _try_schedule(self) -> None:
+        The append and the check are one step under the lock: a task that
+        lets go of the flag has seen an empty queue, so the task started here
+        always finds this signal.
+        """
         with self._lock:
+            self._inbound.append(signal)
             if self._scheduled:
                 return
             self._scheduled = True
+        self._start()
+
+    def _start(self) -> None:
+        # Caller set self._scheduled: it owns the right to queue the one task.
         try:
             self._publisher._execute(self._run)
         except BaseException as exc:  # rejected: the stream cannot go on (no task runs now)
@@ -133,13 +142,13 @@ class _IterableSubscription(flow.Subscription, Generic[T]):
                 if not self._subscribed and subscriber is not None:
                     self._call(lambda: subscriber.on_subscribe(_NoOpSubscription()))  # rule 1.9: first
                 self._terminate(RuntimeError(f"publisher terminated: executor rejected the task: {exc!r}"))
-            self._inbound.clear()
             with self._lock:
+                self._inbound.clear()
                 self._scheduled = False
 
     def _run(self) -> None:
         try:
-            signal = self._inbound.popleft()
+            signal = self._inbound.popleft()  # never empty: a task is queued only for a pending signal
             if not self._cancelled:
                 if signal is _SUBSCRIBE:
                     self._do_subscribe()
@@ -150,10 +159,16 @@ class _IterableSubscription(flow.Subscription, Generic[T]):
                 else:
                     self._do_request(signal)
         finally:
+            # Hand over or let go in one step under the lock: a signal appended
+            # before this check is served by the next task queued here; one
+            # appended after it finds self._scheduled clear and queues its own.
+            # (Checking outside the lock let two tasks be queued for one signal.)
             with self._lock:
-                self._scheduled = False
-            if self._inbound:
-                self._try_schedule()
+                again = bool(self._inbound)
+                if not again:
+                    self._scheduled = False
+            if again:
+                self._start()
 
     def _do_subscribe(self) -> None:
         subscriber = self._subscriber

@@ -21,10 +21,10 @@ from flowpy.tck.environment import (
     ManualSubscriberWithSubscriptionSupport,
     Receptacle,
     TestEnvironment,
-    skip,
 )
 from flowpy.tck.probes import SubscriberPuppet, WhiteboxSubscriberProbe
 from flowpy.tck.publisher_verification import PublisherConfiguration, PublisherVerification
+from flowpy.tck.skips import SKIPPING_TOO_FEW_SUBSCRIBERS, skip
 from flowpy.tck.subscriber_whitebox import SubscriberWhiteboxVerification
 
 __all__ = ["IdentityProcessorVerification"]
@@ -94,7 +94,7 @@ class IdentityProcessorVerification(Verification, WithHelperPublisher, Publisher
         """Run ``body``, or skip if the processor supports fewer than ``subscribers``."""
         supported = self.max_supported_subscribers()
         if supported < subscribers:
-            skip(f"Unable to run this test, as it requires {subscribers} subscribers and "
+            skip(f"{SKIPPING_TOO_FEW_SUBSCRIBERS}{subscribers} subscribers and "
                  f"max_supported_subscribers() is {supported}")
         body()
 

@@ -34,9 +34,15 @@ from flowpy.tck.environment import (
     Latch,
     ManualSubscriber,
     ManualSubscriberWithSubscriptionSupport,
-    SkipTest,
     TestEnvironment,
     TestSubscriber,
+)
+from flowpy.tck.skips import (
+    SKIPPING_NO_ERROR_PUBLISHER_AVAILABLE,
+    SKIPPING_STOCHASTIC_TEST,
+    SKIPPING_TOO_FEW_ELEMENTS,
+    SKIPPING_UNABLE_TO_COMPLETE,
+    SkipTest,
     skip,
 )
 
@@ -169,12 +175,9 @@ class PublisherVerification(Verification, PublisherConfiguration[T]):
         """
         maximum = self.max_elements_from_publisher()
         if elements > maximum:
-            skip(f"Unable to run this test, as required elements nr: {elements} is higher than supported "
-                 f"by given producer: {maximum}")
+            skip(f"{SKIPPING_TOO_FEW_ELEMENTS}{elements} is higher than supported by given producer: {maximum}")
         if completion_required and maximum == PUBLISHER_UNABLE_TO_SIGNAL_ON_COMPLETE:
-            skip("Unable to run this test, as it requires an on_complete signal, which this Publisher is "
-                 "unable to provide (as signalled by returning PUBLISHER_UNABLE_TO_SIGNAL_ON_COMPLETE from "
-                 "max_elements_from_publisher())")
+            skip(SKIPPING_UNABLE_TO_COMPLETE)
         publisher = self.create_publisher(elements)
         assert publisher is not None, f"create_publisher({elements}) returned None"
         body(publisher)
@@ -190,15 +193,14 @@ class PublisherVerification(Verification, PublisherConfiguration[T]):
         """Run ``body`` on :meth:`create_failed_publisher`; skip if it returns ``None``."""
         publisher = self.create_failed_publisher()
         if publisher is None:
-            skip("Skipping, because no error state Publisher provided, and the test requires it. "
-                 "Please implement create_failed_publisher to run this test.")
+            skip(SKIPPING_NO_ERROR_PUBLISHER_AVAILABLE)
         body(publisher)
         self.env.verify_no_async_errors_no_delay()
 
     def stochastic_test(self, iterations: int, body: Callable[[int], None]) -> None:
         """Run ``body(i)`` ``iterations`` times; skip if stochastic tests are off."""
         if self.skip_stochastic_tests():
-            skip("Skipping @Stochastic test because `skip_stochastic_tests()` returned `True`!")
+            skip(SKIPPING_STOCHASTIC_TEST)
         for i in range(iterations):
             body(i)
 

@@ -1,31 +1,45 @@
-"""Running verifications without pytest: one test, a whole class, or a factory from the command line.
+"""Running verifications without pytest: one test, a whole class, or a factory.
 
 :func:`run_test` and :func:`run_verification` return :class:`Outcome`
-records; ``python -m flowpy.tck`` (:func:`main`) prints them as a table.
-They use the standard library alone.
+records, optionally bounding each test's time; :func:`format_table` and its
+parts print them (the command line, :mod:`flowpy.tck.cli`, uses the same
+rows). They use the standard library alone.
 """
 
 from __future__ import annotations
 
-import argparse
-import importlib
-import sys
+import threading
 import traceback
+import unittest
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from enum import Enum
-from typing import Any, TextIO
+from time import monotonic
+from typing import Any
 
 from flowpy import adapters, flow
 from flowpy import reactivestreams as rs
 from flowpy.tck._base import Verification, rule_of, verification_tests
-from flowpy.tck.environment import TestEnvironment, skip_exceptions
+from flowpy.tck.environment import TestEnvironment
 from flowpy.tck.identity_processor import IdentityProcessorVerification
 from flowpy.tck.publisher_verification import PublisherVerification
 from flowpy.tck.subscriber_blackbox import SubscriberBlackboxVerification
 from flowpy.tck.subscriber_whitebox import SubscriberWhiteboxVerification
 
-__all__ = ["KINDS", "Outcome", "Status", "main", "run_test", "run_verification", "verification_for"]
+__all__ = [
+    "KINDS",
+    "Outcome",
+    "Status",
+    "format_header",
+    "format_row",
+    "format_summary",
+    "format_table",
+    "name_width",
+    "run_callable",
+    "run_test",
+    "run_verification",
+    "verification_for",
+]
 
 
 class Status(Enum):
@@ -43,29 +57,79 @@ class Outcome:
     Attributes:
         rule: the spec rule, ``"1.9"``, or ``""`` for setup tests.
         test: the test's method name.
-        status: passed, failed or skipped.
+        status: the outcome: passed, failed or skipped.
         message: the failure or skip reason (``""`` when passed).
+        exception: what the test raised: the :class:`~flowpy.tck.SkipTest`
+            of a skip, the ``AssertionError`` (or other exception) of a
+            failure, a :class:`TimeoutError` for a test that ran out of
+            time; ``None`` when passed. Not compared.
+        seconds: how long the test ran (set by :func:`run_test`). Not compared.
     """
 
     rule: str
     test: str
     status: Status
     message: str
+    exception: BaseException | None = field(default=None, compare=False)
+    seconds: float = field(default=0.0, compare=False)
+
+    @property
+    def passed(self) -> bool:
+        """Whether the test passed."""
+        return self.status is Status.PASSED
 
 
-def run_test(verification: type[Verification], name: str) -> Outcome:
-    """Run one test of ``verification`` on a fresh instance, as pytest would."""
+def run_test(verification: type[Verification], name: str, *, timeout: float | None = None) -> Outcome:
+    """Run one test of ``verification`` on a fresh instance, as pytest would.
+
+    Args:
+        timeout: seconds the test may run; ``None`` for no limit. A test
+            still running then is reported failed with a ``TimeoutError``
+            and left to finish on its own daemon thread, as nothing can stop
+            it from outside; what it still does may disturb later tests.
+
+    Returns:
+        The :class:`Outcome`, as :func:`run_callable` classifies it.
+    """
     instance = verification()
-    skipped = skip_exceptions()
-    try:
+
+    def body() -> None:
         instance.setup_method(getattr(instance, name))
         getattr(instance, name)()
-    except skipped as exc:
-        reason = getattr(exc, "msg", None)  # pytest's carries it in msg
-        return Outcome(rule_of(name), name, Status.SKIPPED, str(exc) if reason is None else str(reason))
+
+    started = monotonic()
+    if timeout is None:
+        outcome = run_callable(name, body)
+    else:
+        ended: list[Outcome] = []
+        runner = threading.Thread(
+            target=lambda: ended.append(run_callable(name, body)), name=f"tck-{name}", daemon=True
+        )
+        runner.start()
+        runner.join(timeout)
+        if ended:
+            outcome = ended[0]
+        else:
+            message = f"the test did not end within {timeout:g} s; it was abandoned"
+            outcome = Outcome(rule_of(name), name, Status.FAILED, message, TimeoutError(message))
+    return replace(outcome, seconds=monotonic() - started)
+
+
+def run_callable(name: str, body: Callable[[], object]) -> Outcome:
+    """Run ``body`` as the test ``name`` and classify how it ended.
+
+    Returns:
+        The :class:`Outcome`: skipped on :class:`~flowpy.tck.SkipTest` (any
+        :class:`unittest.SkipTest`), failed on any other :class:`Exception`,
+        else passed.
+    """
+    try:
+        body()
+    except unittest.SkipTest as exc:  # the TCK's SkipTest, or one raised by the code under test
+        return Outcome(rule_of(name), name, Status.SKIPPED, str(exc), exc)
     except Exception as exc:  # a failing test, whatever it raised
         message = str(exc) if isinstance(exc, AssertionError) and str(exc) else _describe(exc)
-        return Outcome(rule_of(name), name, Status.FAILED, message)
+        return Outcome(rule_of(name), name, Status.FAILED, message, exc)
     return Outcome(rule_of(name), name, Status.PASSED, "")
 
 
@@ -76,14 +140,31 @@ def _describe(exc: BaseException) -> str:
 
 
 def run_verification(
-    verification: type[Verification], select: Callable[[str], bool] = lambda name: True
+    verification: type[Verification],
+    select: Callable[[str], bool] = lambda name: True,
+    *,
+    timeout: float | None = None,
+    on_outcome: Callable[[Outcome], object] | None = None,
 ) -> list[Outcome]:
-    """Run every selected test of ``verification`` and return the outcomes, in order."""
+    """Run every selected test of ``verification`` and return the outcomes, in order.
+
+    Args:
+        select: which tests to run, by method name.
+        timeout: each test's limit, as for :func:`run_test`.
+        on_outcome: called with each outcome as soon as its test ends.
+    """
     setup = getattr(verification, "setup_class", None)
     if callable(setup):
         setup()
     try:
-        return [run_test(verification, name) for name in verification_tests(verification) if select(name)]
+        outcomes = []
+        for name in verification_tests(verification):
+            if select(name):
+                outcome = run_test(verification, name, timeout=timeout)
+                outcomes.append(outcome)
+                if on_outcome is not None:
+                    on_outcome(outcome)
+        return outcomes
     finally:
         teardown = getattr(verification, "teardown_class", None)
         if callable(teardown):
@@ -156,70 +237,50 @@ def verification_for(
     return type(f"Verify_{name}", (base,), hooks)
 
 
-# --- Command line ------------------------------------------------------------------------
+# --- Reporting ---------------------------------------------------------------------------
 
 
-def _load(target: str) -> Any:
-    module_name, sep, attribute = target.partition(":")
-    if not sep or not module_name or not attribute:
-        raise argparse.ArgumentTypeError(f"target must be MODULE:FACTORY, got {target!r}")
-    obj: Any = importlib.import_module(module_name)
-    for part in attribute.split("."):
-        obj = getattr(obj, part)
-    return obj
+_NAME_WIDTH = 70  # characters of a test name shown in a short row
+_MESSAGE_WIDTH = 100  # characters of a message shown in a short row
 
 
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="python -m flowpy.tck",
-        description="Run a Reactive Streams TCK verification against an importable factory.",
-    )
-    parser.add_argument("kind", choices=sorted(KINDS), help="which verification to run")
-    parser.add_argument("target", type=_load, help="MODULE:FACTORY, or MODULE:CLASS for a verification subclass")
-    parser.add_argument("--failed", type=_load, metavar="MODULE:FACTORY",
-                        help="a zero-argument factory of a publisher that fails (rules 1.4, 1.9)")
-    parser.add_argument("--max-elements", type=int, metavar="N",
-                        help="the most elements the publisher can produce")
-    parser.add_argument("--max-subscribers", type=int, metavar="N",
-                        help="the most subscribers a processor serves at once")
-    parser.add_argument("--timeout", type=int, metavar="MS", help="default timeout in milliseconds")
-    parser.add_argument("--no-signals-timeout", type=int, metavar="MS",
-                        help="how long to watch for signals that must not come, in milliseconds")
-    parser.add_argument("--poll-timeout", type=int, metavar="MS", help="poll interval in milliseconds")
-    parser.add_argument("-k", dest="select", metavar="TEXT", help="run only tests whose name contains TEXT")
-    return parser
+def name_width(names: Sequence[str], *, full: bool = False) -> int:
+    """The width of the test column for these test method names (capped unless ``full``)."""
+    width = max((len(name.removeprefix("test_")) for name in names), default=4)
+    return width if full else min(width, _NAME_WIDTH)
 
 
-def format_table(outcomes: Sequence[Outcome], width: int = 100) -> str:
-    """Return the outcomes as a text table: rule, test, outcome, message; then a summary line."""
-    names = [outcome.test.removeprefix("test_") for outcome in outcomes]
-    name_width = min(max((len(name) for name in names), default=4), 70)
-    lines = [f"{'rule':<5} {'test':<{name_width}} {'outcome':<8} message"]
-    for outcome, name in zip(outcomes, names, strict=True):
-        shown = name if len(name) <= name_width else name[: name_width - 1] + "…"
-        message = " ".join(outcome.message.split())
-        if len(message) > width:
-            message = message[: width - 1] + "…"
-        lines.append(f"{outcome.rule:<5} {shown:<{name_width}} {outcome.status.value:<8} {message}".rstrip())
-    counts = {status: sum(1 for outcome in outcomes if outcome.status is status) for status in Status}
-    lines.append(", ".join(f"{counts[status]} {status.value}" for status in Status))
-    return "\n".join(lines)
+def format_header(width: int) -> str:
+    """The table's header for a test column of ``width``."""
+    return f"{'rule':<5} {'test':<{width}} {'outcome':<8} message"
 
 
-def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
-    """Run the command line; return 1 if any test failed, else 0."""
-    args = _parser().parse_args(argv)
-    stream = sys.stdout if out is None else out
+def format_row(outcome: Outcome, width: int, *, full: bool = False) -> str:
+    """One table row: rule, test, outcome, message; cut to fit unless ``full``.
 
-    def env() -> TestEnvironment:
-        return TestEnvironment(args.timeout, args.no_signals_timeout, args.poll_timeout)
+    With ``full``, a failure's traceback follows on indented lines.
+    """
+    name = outcome.test.removeprefix("test_")
+    message = " ".join(outcome.message.split())
+    if not full:
+        if len(name) > width:
+            name = name[: width - 1] + "…"
+        if len(message) > _MESSAGE_WIDTH:
+            message = message[: _MESSAGE_WIDTH - 1] + "…"
+    row = f"{outcome.rule:<5} {name:<{width}} {outcome.status.value:<8} {message}".rstrip()
+    if full and outcome.status is Status.FAILED and outcome.exception is not None:
+        trace = "".join(traceback.format_exception(outcome.exception)).rstrip()
+        row += "".join(f"\n      {line}" for line in trace.splitlines())
+    return row
 
-    verification = verification_for(
-        args.kind, args.target, env=env, failed=args.failed,
-        max_elements=args.max_elements, max_subscribers=args.max_subscribers,
-    )
-    select = (lambda name: args.select in name) if args.select else (lambda name: True)
-    outcomes = run_verification(verification, select)
-    print(format_table(outcomes), file=stream)
-    return 1 if any(outcome.status is Status.FAILED for outcome in outcomes) else 0
 
+def format_summary(outcomes: Sequence[Outcome]) -> str:
+    """``"N passed, N failed, N skipped"``."""
+    return ", ".join(f"{sum(1 for o in outcomes if o.status is status)} {status.value}" for status in Status)
+
+
+def format_table(outcomes: Sequence[Outcome]) -> str:
+    """Return the outcomes as a text table: header, one row per test, then the summary line."""
+    width = name_width([outcome.test for outcome in outcomes])
+    rows = [format_header(width), *(format_row(outcome, width) for outcome in outcomes), format_summary(outcomes)]
+    return "\n".join(rows)

@@ -24,6 +24,7 @@ TEST_BUFFER_SIZE = 16
 """Buffer size used by the TCK's receptacles (times two) and processors."""
 
 _END = object()  # end-of-stream marker in a Receptacle's queue
+_TIMEOUT = object()  # returned by Receptacle._poll when nothing arrived in time
 
 
 class SubscriberBufferOverflowError(RuntimeError):
@@ -115,10 +116,13 @@ class Promise(Generic[T]):
         """Wait for the value.
 
         Raises:
-            AssertionError: ``"<message> within N ms"`` if it did not arrive (also flopped).
+            AssertionError: if it did not arrive: ``"<message> within N ms"`` is
+                flopped, and the first failure recorded in the test is raised
+                (an earlier one, such as a signal before ``on_subscribe``,
+                is the cause), as the Java TCK reports it.
         """
         if not self._event.wait(timeout_millis / 1000):
-            self._env.flop_and_fail(f"{message} within {timeout_millis} ms")
+            self._env.flop_and_raise_first(f"{message} within {timeout_millis} ms")
 
 
 class Receptacle(Generic[T]):
@@ -183,9 +187,8 @@ class Receptacle(Generic[T]):
         result: list[T] = []
         while len(result) < elements:
             remaining_ms = max(0, round((deadline - time.monotonic()) * 1000))
-            try:
-                value = self._queue.get(timeout=remaining_ms / 1000)
-            except queue.Empty:
+            value = self._poll(remaining_ms)
+            if value is _TIMEOUT:
                 self._env.flop_and_fail(
                     f"{message} within {timeout_millis} ms: got {len(result)} of {elements} elements {result!r}"
                 )
@@ -200,17 +203,21 @@ class Receptacle(Generic[T]):
         """Expect the end marker next.
 
         Raises:
-            AssertionError: on timeout or if an element came instead (also flopped).
+            AssertionError: on timeout or if an element came instead: that is
+                flopped, and the first failure recorded in the test is raised,
+                as the Java TCK reports it (an illegal ``on_error`` before the
+                missing completion is the cause, not the timeout).
         """
-        value = self._take(timeout_millis, message)
+        value = self._poll(timeout_millis)
+        if value is _TIMEOUT:
+            self._env.flop_and_raise_first(f"{message} within {timeout_millis} ms")
         if value is not _END:
-            self._env.flop_and_fail(f"Expected end-of-stream but got element {value!r}: {message}")
+            self._env.flop_and_raise_first(f"Expected end-of-stream but got element {value!r}: {message}")
 
     def expect_none(self, within_millis: int, message: str) -> None:
         """Flop if a value or the end marker arrives within ``within_millis``."""
-        try:
-            value = self._queue.get(timeout=within_millis / 1000)
-        except queue.Empty:
+        value = self._poll(within_millis)
+        if value is _TIMEOUT:
             return
         what = "end-of-stream" if value is _END else f"element {value!r}"
         self._env.flop(f"{message}: expected no signal but got {what}")
@@ -233,8 +240,15 @@ class Receptacle(Generic[T]):
             self._env.flop_and_fail(f"{message}: got {type(error).__name__}: {error}")
         return error
 
-    def _take(self, timeout_millis: int, message: str) -> Any:
+    def _poll(self, timeout_millis: int) -> Any:
+        """Return the next value, the end marker, or ``_TIMEOUT`` if none came within the timeout."""
         try:
             return self._queue.get(timeout=timeout_millis / 1000)
         except queue.Empty:
+            return _TIMEOUT  # the failure is raised by the caller, outside this handler: no chained Empty
+
+    def _take(self, timeout_millis: int, message: str) -> Any:
+        value = self._poll(timeout_millis)
+        if value is _TIMEOUT:
             self._env.flop_and_fail(f"{message} within {timeout_millis} ms")
+        return value

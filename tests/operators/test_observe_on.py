@@ -157,3 +157,33 @@ def test_observe_on_subscriber_raising_cancels_upstream_and_is_logged(caplog: py
     assert recorder.items == [0]
     assert spy.subscription.cancelled.is_set()
     assert "raised inside _ObserveOn's drain (rule 2.13)" in caplog.text
+
+
+def test_observe_on_subscriber_raising_keyboard_interrupt_ends_the_stream_and_passes_it_on(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    from flowpy import SubmissionPublisher, direct_executor
+
+    upstream: SubmissionPublisher[int] = SubmissionPublisher(direct_executor, 2)
+    executor = ManualExecutor()
+
+    def interrupt(item: int) -> None:
+        if item == 1:
+            raise KeyboardInterrupt
+
+    recorder = Recorder(on_next_hook=interrupt)
+    operators.observe_on(upstream, executor, prefetch=2).subscribe(recorder)
+    recorder.request(100)
+    executor.run_all()
+    upstream.submit(0)
+    upstream.submit(1)
+    with pytest.raises(KeyboardInterrupt):
+        executor.run_all()
+    assert recorder.items == [0, 1]
+    assert not upstream.has_subscribers  # cancelled: a producer can never block on it
+    for i in range(2, 10):
+        assert upstream.submit(i) == 0
+    upstream.submit(10)
+    assert executor.run_all() == 0  # nothing more is scheduled, and no pass is stuck
+    assert recorder.items == [0, 1] and not recorder.terminated
+    assert "raised inside _ObserveOn's drain (rule 2.13)" in caplog.text

@@ -6,7 +6,15 @@ import threading
 
 import pytest
 
-from flowpy.tck import Latch, ManualSubscriberWithSubscriptionSupport, Promise, Receptacle, TestEnvironment
+from flowpy.flow import Publisher, Subscriber
+from flowpy.tck import (
+    DEFAULT_TIMEOUT_MILLIS,
+    Latch,
+    ManualSubscriberWithSubscriptionSupport,
+    Promise,
+    Receptacle,
+    TestEnvironment,
+)
 
 
 def test_environment_defaults_are_the_java_tck_ones(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -121,3 +129,71 @@ def test_manual_subscriber_signal_before_on_subscribe_flops() -> None:
     subscriber.on_next(1)
     with pytest.raises(AssertionError, match=r"^Subscriber::on_next\(1\) called before Subscriber::on_subscribe$"):
         env.verify_no_async_errors_no_delay()
+
+
+def test_configured_defaults_are_readable_without_an_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("DEFAULT_NO_SIGNALS_TIMEOUT_MILLIS", "DEFAULT_POLL_TIMEOUT_MILLIS"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("DEFAULT_TIMEOUT_MILLIS", "300")
+    assert TestEnvironment.env_default_timeout_millis() == 300
+    assert TestEnvironment.env_default_no_signals_timeout_millis() == 300
+    assert TestEnvironment.env_default_poll_timeout_millis() == 300
+    monkeypatch.setenv("DEFAULT_NO_SIGNALS_TIMEOUT_MILLIS", "20")
+    monkeypatch.setenv("DEFAULT_POLL_TIMEOUT_MILLIS", "5")
+    assert (TestEnvironment.env_default_no_signals_timeout_millis(),
+            TestEnvironment.env_default_poll_timeout_millis()) == (20, 5)
+    monkeypatch.delenv("DEFAULT_TIMEOUT_MILLIS")
+    assert TestEnvironment.env_default_timeout_millis() == DEFAULT_TIMEOUT_MILLIS == 100
+
+
+@pytest.mark.parametrize("wait", ["next", "expect_completion", "promise", "next_n"])
+def test_timeout_failure_does_not_chain_queue_empty(wait: str) -> None:
+    env = TestEnvironment(10, 10)
+    receptacle: Receptacle[int] = Receptacle(env)
+    with pytest.raises(AssertionError, match=r"^waited within 10 ms") as failure:
+        if wait == "next":
+            receptacle.next(10, "waited")
+        elif wait == "expect_completion":
+            receptacle.expect_completion(10, "waited")
+        elif wait == "promise":
+            Promise(env).expect_completion(10, "waited")
+        else:
+            receptacle.next_n(2, 10, "waited")
+    assert failure.value.__context__ is None
+    assert failure.value.__cause__ is None
+
+
+def test_completion_timeout_reports_the_first_recorded_error() -> None:
+    # As the Java TCK: the missing completion is a symptom; the illegal signal
+    # recorded before it is what the test reports.
+    env = TestEnvironment(10, 10)
+    receptacle: Receptacle[int] = Receptacle(env)
+    env.flop("Unexpected Subscriber::on_error(ValueError('too soon'))", ValueError("too soon"))
+    with pytest.raises(AssertionError, match=r"^Async error during test execution: Unexpected "
+                       r"Subscriber::on_error\(ValueError\('too soon'\)\)$"):
+        receptacle.expect_completion(10, "Did not receive expected stream completion")
+    assert [str(e) for e in env.async_errors] == ["too soon", "Did not receive expected stream completion within 10 ms"]
+
+
+def test_element_instead_of_completion_reports_the_first_recorded_error() -> None:
+    env = TestEnvironment(10, 10)
+    receptacle: Receptacle[int] = Receptacle(env)
+    receptacle.add(3)
+    with pytest.raises(AssertionError, match=r"^Expected end-of-stream but got element 3: done$"):
+        receptacle.expect_completion(10, "done")
+    env.clear_async_errors()
+    env.flop("earlier")
+    receptacle.add(4)
+    with pytest.raises(AssertionError, match=r"^earlier$"):
+        receptacle.expect_completion(10, "done")
+
+
+def test_subscribe_reports_a_signal_before_on_subscribe_not_the_timeout() -> None:
+    env = TestEnvironment(10, 10)
+
+    class EagerComplete(Publisher[int]):
+        def subscribe(self, subscriber: Subscriber[int]) -> None:
+            subscriber.on_complete()
+
+    with pytest.raises(AssertionError, match=r"^Subscriber::on_complete\(\) called before Subscriber::on_subscribe$"):
+        env.new_manual_subscriber(EagerComplete())

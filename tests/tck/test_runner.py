@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from flowpy.tck.runner import Status, main, run_verification, verification_for
+from flowpy.tck.cli import main
+from flowpy.tck.runner import Status, run_verification, verification_for
 from tests.tck.reference import range_publisher
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -84,9 +85,10 @@ def test_verification_for_unknown_kind_raises() -> None:
 def test_main_failed_publisher_option_runs_rule_1_4_tests() -> None:
     out = io.StringIO()
     status = main(["publisher", "tests.tck.reference:range_publisher", "--failed",
-                   "tests.tck.broken:RaisingFailedPublisher", "-k", "spec104", "--timeout", "200"], out)
+                   "tests.tck.broken:throwing_failed_publisher", "-k", "spec104", "--timeout", "200"], out)
     assert status == 1
-    assert "Publisher raised RuntimeError('cannot serve you') instead of signalling the error" in out.getvalue()
+    assert ("Publisher raised RuntimeError('It is not valid to throw here!') instead of signalling the error"
+            in out.getvalue())
 
 
 @pytest.mark.parametrize(

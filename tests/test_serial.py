@@ -1,0 +1,138 @@
+"""SerialDrain: one drain at a time, no lost signal, re-submission, rejection, a raising drain."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from flowpy._serial import SerialDrain
+from flowpy.executors import DaemonThreadPool, direct_executor
+from tests.support import ManualExecutor, RejectingExecutor
+
+
+class Counting:
+    """A drain that records its passes; it can be told to raise or to yield once."""
+
+    def __init__(self) -> None:
+        self.passes: list[bool] = []
+        self.raise_next: BaseException | None = None
+        self.yield_next = False
+        self.rejected: list[BaseException] = []
+
+    def drain(self, first: bool) -> bool:
+        self.passes.append(first)
+        error, self.raise_next = self.raise_next, None
+        if error is not None:
+            raise error
+        yielded, self.yield_next = self.yield_next, False
+        return yielded
+
+    def reject(self, error: BaseException) -> None:
+        self.rejected.append(error)
+
+
+def test_signals_while_queued_share_one_task_and_one_further_pass() -> None:
+    executor = ManualExecutor()
+    counting = Counting()
+    serial = SerialDrain(executor.execute, counting.drain, counting.reject)
+    for _ in range(3):
+        serial.signal()
+    assert len(executor.tasks) == 1
+    executor.run_all()
+    assert counting.passes == [True, False] and executor.executed == 1
+
+
+def test_a_signal_during_a_pass_runs_one_more_pass_in_the_same_task() -> None:
+    executor = ManualExecutor()
+    counting = Counting()
+
+    def drain(first: bool) -> bool:
+        if len(counting.passes) == 0:
+            serial.signal()  # arrives while this pass runs
+        return counting.drain(first)
+
+    serial = SerialDrain(executor.execute, drain, counting.reject)
+    serial.signal()
+    executor.run_all()
+    assert counting.passes == [True, False] and executor.executed == 1
+
+
+def test_a_yielding_drain_resubmits_and_a_direct_executor_does_not_nest() -> None:
+    counting = Counting()
+    depths: list[int] = []
+
+    def drain(first: bool) -> bool:
+        import inspect
+
+        depths.append(len(inspect.stack(0)))
+        return len(counting.passes) < 5 and (counting.passes.append(first) or True)
+
+    serial = SerialDrain(direct_executor.execute, drain, counting.reject)
+    serial.signal()
+    assert counting.passes == [True] * 5
+    assert len(set(depths)) == 1
+
+
+def test_a_refused_task_calls_on_reject_and_no_drain_runs_again() -> None:
+    executor = RejectingExecutor(0)
+    counting = Counting()
+    serial = SerialDrain(executor.execute, counting.drain, counting.reject)
+    serial.signal()
+    serial.signal()
+    assert counting.passes == [] and [str(e) for e in counting.rejected] == ["executor refused the task"]
+
+
+@pytest.mark.parametrize("error", [KeyError("k"), KeyboardInterrupt()])
+def test_a_raising_drain_propagates_and_leaves_the_drain_idle_for_the_next_signal(error: BaseException) -> None:
+    executor = ManualExecutor()
+    counting = Counting()
+    serial = SerialDrain(executor.execute, counting.drain, counting.reject)
+    counting.raise_next = error
+    serial.signal()
+    with pytest.raises(type(error)):
+        executor.run_one()
+    serial.signal()
+    assert len(executor.tasks) == 1  # a new task: the failed one did not leave it busy
+    executor.run_all()
+    assert counting.passes == [True, True]
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.usefixtures("tiny_switch_interval")
+def test_signals_from_many_threads_never_overlap_and_none_is_lost() -> None:
+    pool = DaemonThreadPool(4)
+    inside = threading.Lock()
+    overlaps: list[int] = []
+    seen = [0]
+    sent = [0]
+    count_lock = threading.Lock()
+
+    def drain(first: bool) -> bool:
+        if not inside.acquire(blocking=False):
+            overlaps.append(1)
+            return False
+        try:
+            with count_lock:
+                seen[0] = sent[0]
+        finally:
+            inside.release()
+        return False
+
+    serial = SerialDrain(pool.execute, drain, lambda error: None)
+
+    def signaller() -> None:
+        for _ in range(2_000):
+            with count_lock:
+                sent[0] += 1
+            serial.signal()
+
+    threads = [threading.Thread(target=signaller) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert pool.wait_idle(30)
+    assert overlaps == []
+    assert seen[0] == sent[0] == 8_000  # the last signal's work was seen by a pass after it
+    pool.shutdown()
