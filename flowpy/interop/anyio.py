@@ -250,7 +250,7 @@ def to_send_stream(
     Raises:
         TypeError: if an argument is ``None`` or ``prefetch`` is not an int.
         ValueError: if ``prefetch`` is not positive.
-        RuntimeError: if no asyncio or trio event loop runs on this thread.
+        anyio.NoEventLoopError: (a RuntimeError) if not called from async code on the loop's thread.
     """
     require(send_stream, "send_stream")
     require(task_group, "task_group")
@@ -284,7 +284,7 @@ def to_receive_stream(
     Raises:
         TypeError: if an argument is ``None`` or ``prefetch`` is not an int.
         ValueError: if ``prefetch`` is not positive.
-        RuntimeError: if no asyncio or trio event loop runs on this thread.
+        anyio.NoEventLoopError: (a RuntimeError) if not called from async code on the loop's thread.
     """
     require(publisher, "publisher")
     send_stream, receive_stream = anyio.create_memory_object_stream[T](0)
@@ -481,7 +481,7 @@ def from_receive_stream(receive_stream: MemoryObjectReceiveStream[T], task_group
 
     Raises:
         TypeError: if an argument is ``None``.
-        RuntimeError: if no asyncio or trio event loop runs on this thread.
+        anyio.NoEventLoopError: (a RuntimeError) if not called from async code on the loop's thread.
     """
     require(receive_stream, "receive_stream")
     require(task_group, "task_group")

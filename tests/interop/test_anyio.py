@@ -62,6 +62,7 @@ async def test_to_receive_stream_delivers_every_item_then_ends() -> None:
     assert got == [str(i) for i in range(3, 503)]
 
 
+@pytest.mark.usefixtures("tiny_switch_interval")
 async def test_to_receive_stream_over_producer_thread_keeps_the_producer_within_demand() -> None:
     prefetch, capacity, total, first = 4, 4, 200, 10
     publisher = SubmissionPublisher[int](max_buffer_capacity=capacity)
@@ -185,7 +186,7 @@ async def test_to_receive_stream_rejects_bad_prefetch(prefetch: Any, kind: type,
 
 
 def test_to_receive_stream_outside_an_event_loop_says_so() -> None:
-    with pytest.raises(anyio.NoEventLoopError):
+    with pytest.raises(anyio.NoEventLoopError, match=r"^Not currently running on any asynchronous event loop"):
         to_receive_stream(ManualPublisher(), object(), prefetch=4)  # type: ignore[arg-type]
 
 
