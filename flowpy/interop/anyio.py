@@ -287,9 +287,10 @@ def to_receive_stream(
         anyio.NoEventLoopError: (a RuntimeError) if not called from async code on the loop's thread.
     """
     require(publisher, "publisher")
-    send_stream, receive_stream = anyio.create_memory_object_stream[T](0)
+    streams: tuple[MemoryObjectSendStream[T], MemoryObjectReceiveStream[T]] = anyio.create_memory_object_stream(0)
+    send_stream, receive_stream = streams
     try:
-        subscriber = to_send_stream(send_stream, task_group, prefetch=prefetch)
+        subscriber: flow.Subscriber[T] = to_send_stream(send_stream, task_group, prefetch=prefetch)
     except BaseException:
         send_stream.close()
         receive_stream.close()
