@@ -234,8 +234,9 @@ def to_send_stream(
     ``prefetch`` each time as many were sent, so at most ``prefetch`` items
     wait outside the stream; while the stream is full the task waits in
     ``send()`` and nothing more is requested. ``on_complete`` closes
-    ``send_stream`` (this clone); ``on_error`` closes it and raises the error
-    into ``task_group``. If the receivers close their end, the subscription
+    ``send_stream`` (this clone); ``on_error`` cancels ``task_group``, closes
+    the stream and raises the error into the group: items still in the
+    stream's buffer are not received by the cancelled receivers. If the receivers close their end, the subscription
     is cancelled when the next item is sent; cancelling ``task_group``
     cancels it too.
 
@@ -265,14 +266,17 @@ def to_receive_stream(
 ) -> MemoryObjectReceiveStream[T]:
     """Subscribe to ``publisher`` now and return an anyio receive stream of its items.
 
-    The stream has no buffer of its own: a task in ``task_group`` hands each
-    item to a receiver, and the subscription keeps at most ``prefetch``
-    items requested and not yet received, so a slow receiver slows the
-    publisher. ``on_complete`` ends the stream (``EndOfStream``, which ends an
-    ``async for``); ``on_error`` raises its exception into ``task_group``,
-    which cancels the receiver. Closing the receive stream cancels the
-    subscription: at once if an item is waiting for a receiver, else when the
-    next one arrives; cancelling ``task_group`` cancels it too.
+    The stream has no buffer of its own: the :func:`to_send_stream`
+    subscriber that a task in ``task_group`` runs hands each item to a
+    receiver, so at most ``prefetch`` items are requested and not yet
+    received, and a slow receiver slows the publisher. (A buffer would save
+    task switches, but items in it would be lost when ``on_error`` cancels
+    the receiver.) ``on_complete`` ends
+    the stream (``EndOfStream``, which ends an ``async for``); ``on_error``
+    raises its exception into ``task_group``, which cancels the receiver.
+    Closing the receive stream cancels the subscription: at once if the task
+    waits in ``send()`` (the stream is full), else when the next item
+    arrives; cancelling ``task_group`` cancels it too.
 
     Call it on the event loop's thread, from async code.
 

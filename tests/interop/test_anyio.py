@@ -16,6 +16,7 @@ pytest.importorskip("trio")
 
 from anyio import wait_all_tasks_blocked  # noqa: E402
 
+from flowpy._demand import replenish_limit  # noqa: E402
 from flowpy.flowable import Flowable  # noqa: E402
 from flowpy.interop.anyio import from_receive_stream, to_receive_stream, to_send_stream  # noqa: E402
 from flowpy.submission import SubmissionPublisher  # noqa: E402
@@ -101,20 +102,26 @@ async def test_to_receive_stream_over_producer_thread_keeps_the_producer_within_
     assert got == list(range(total))
 
 
-async def test_to_receive_stream_requests_prefetch_then_as_the_receiver_takes() -> None:
+async def test_to_receive_stream_never_requests_more_than_prefetch_ahead_of_the_receiver() -> None:
     publisher = ManualPublisher()
+    prefetch, sent, got = 8, 0, []
     async with anyio.create_task_group() as tg:
-        receive = to_receive_stream(publisher, tg, prefetch=8)
-        assert publisher.subscription.requests == [8]
-        send_from_thread(publisher, *[("on_next", i) for i in range(8)])
-        got = [await receive.receive() for _ in range(5)]
-        await wait_all_tasks_blocked()
-        assert publisher.subscription.requests == [8]  # nothing asked beyond 8 ahead of the receiver
-        got.append(await receive.receive())
-        await wait_all_tasks_blocked()
-        assert publisher.subscription.requests == [8, 6]
+        receive = to_receive_stream(publisher, tg, prefetch=prefetch)
+        subscription = publisher.subscription
+        assert subscription.requests == [prefetch]
+        for _ in range(10):
+            await wait_all_tasks_blocked()  # the sending task has requested what the receiver's takes allow
+            outstanding = subscription.requested - sent  # a publisher sends all it may (rule 1.1)
+            send_from_thread(publisher, *[("on_next", sent + i) for i in range(outstanding)])
+            sent += outstanding
+            await wait_all_tasks_blocked()
+            # Never more than prefetch ahead; replenished in batches of replenish_limit(prefetch).
+            assert prefetch - replenish_limit(prefetch) < subscription.requested - len(got) <= prefetch
+            got += [await receive.receive() for _ in range(3)]
         receive.close()
-    assert got == list(range(6))
+        tg.cancel_scope.cancel()  # the sending task waits for an item that will never come
+    assert got == list(range(30))
+    assert publisher.subscription.cancelled.is_set()
 
 
 async def test_to_receive_stream_on_error_reaches_the_receiver_after_the_items() -> None:
@@ -133,12 +140,13 @@ async def test_to_receive_stream_on_error_reaches_the_receiver_after_the_items()
     assert not publisher.subscription.cancelled.is_set()  # a terminated subscription needs no cancel
 
 
-async def test_to_receive_stream_close_while_an_item_waits_cancels_at_once() -> None:
+async def test_to_receive_stream_close_while_the_stream_is_full_cancels_at_once() -> None:
     publisher = ManualPublisher()
     async with anyio.create_task_group() as tg:
-        receive = to_receive_stream(publisher, tg)
-        send_from_thread(publisher, ("on_next", 1))
+        receive = to_receive_stream(publisher, tg, prefetch=3)
+        send_from_thread(publisher, ("on_next", 1), ("on_next", 2))
         await wait_all_tasks_blocked()  # the sending task waits in send()
+        assert receive.statistics().tasks_waiting_send == 1
         receive.close()
         await wait_all_tasks_blocked()
         assert publisher.subscription.cancelled.is_set()
