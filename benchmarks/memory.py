@@ -1,82 +1,83 @@
-"""Memory of a publisher whose subscriber never requests: the buffer stays bounded.
+"""Memory: the buffer stays bounded and the core leaks nothing, in both core implementations.
 
-    python benchmarks/memory.py [--offers N]
+    python benchmarks/memory.py [--items N] [--cycles C]
 
-Makes ``N`` (default 10 million) ``offer`` calls at capacity 256 to a
-subscriber that never requests, and prints how much resident memory grew;
-the budget is 5 MB. For scale it also prints the growth of a plain list
-holding the same items, the unbounded alternative.
+For each core implementation ("c" when it was built, and "python"), after a
+warm-up run of each workload, measures how much resident memory, ``gc``
+object count and allocated blocks grow over:
+
+- ``N`` (default 10 million) ``offer`` calls at capacity 256 to a subscriber
+  that never requests (every offer after the 256th drops); the budget is 5 MB;
+- ``N`` fresh int items from one producer to one subscriber on a thread pool;
+- ``C`` (default 200,000) subscribe / deliver / cancel cycles, each subscriber
+  checked to be freed.
+
+A reference the core forgot to release would keep each item or subscriber
+alive and show as growth proportional to ``N`` or ``C``. For scale it also
+prints the growth of a plain list holding the same items, the unbounded
+alternative. The workloads are in benchmarks/_leaks.py; the test suite runs
+them at a tenth of the size or less.
 """
 
 from __future__ import annotations
 
 import argparse
-import gc
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks._common import machine
-from flowpy.executors import direct_executor
-from flowpy.flow import Subscriber, Subscription
-from flowpy.submission import SubmissionPublisher
+from benchmarks._leaks import Footprint, footprint, never_requesting, resident_mb, stream, subscribe_cancel
+from flowpy import _impl
+from flowpy.executors import DaemonThreadPool
+
+BUDGET_MB = 5.0
 
 
-def resident_mb() -> float:
-    """Current resident set size in MB (Linux /proc)."""
-    with open("/proc/self/statm") as statm:
-        pages = int(statm.read().split()[1])
-    import os
-
-    return pages * os.sysconf("SC_PAGE_SIZE") / 2**20
-
-
-class NeverRequests(Subscriber[int]):
-    def on_subscribe(self, subscription: Subscription) -> None:
-        self.subscription = subscription
-
-    def on_next(self, item: int) -> None:
-        raise AssertionError("nothing was requested")
-
-    def on_error(self, error: BaseException) -> None:
-        raise AssertionError(error)
-
-    def on_complete(self) -> None:
-        return None
+def measure(workload: Callable[[int], int], size: int) -> tuple[int, Footprint]:
+    """Warm up at a tenth of ``size``, then run at ``size``; return the result and the growth."""
+    workload(max(1, size // 10))
+    before = footprint()
+    result = workload(size)
+    return result, footprint().growth_since(before)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--offers", type=int, default=10_000_000)
+    parser.add_argument("--items", type=int, default=10_000_000)
+    parser.add_argument("--cycles", type=int, default=200_000)
     args = parser.parse_args()
-    publisher: SubmissionPublisher[int] = SubmissionPublisher(direct_executor, 256)
-    publisher.subscribe(NeverRequests())
-    offer = publisher.offer
-    for i in range(1_000):  # fill the buffer and warm up
-        offer(i)
-    gc.collect()
-    before = resident_mb()
-    dropped = 0
-    for i in range(args.offers):
-        if offer(i) < 0:
-            dropped += 1
-    gc.collect()
-    growth = resident_mb() - before
-    publisher.close()
+    implementations = ["c", "python"] if _impl.CBufferedSubscription is not None else ["python"]
+    pool = DaemonThreadPool(2)
+    print(f"\nmemory ({machine()})")
+    print(f"{'core':<8} {'workload':<46} {'result':>12} {'resident MB':>12} {'gc objects':>11} {'blocks':>9}")
+    over_budget = []
+    for implementation in implementations:
+        with _impl.using(implementation):  # type: ignore[arg-type]
+            workloads: list[tuple[str, Callable[[int], int], int]] = [
+                (f"{args.items:,} offers, never requested (dropped)", never_requesting, args.items),
+                (f"{args.items:,} items 1 -> 1 on a pool (delivered)", lambda n: stream(n, pool), args.items),
+                (f"{args.cycles:,} subscribe/cancel (subscribers freed)", subscribe_cancel, args.cycles),
+            ]
+            for name, workload, size in workloads:
+                result, growth = measure(workload, size)
+                print(
+                    f"{implementation:<8} {name:<46} {result:>12,} {growth.resident_mb:>12.2f} "
+                    f"{growth.gc_objects:>11,} {growth.blocks:>9,}"
+                )
+                if growth.resident_mb >= BUDGET_MB:
+                    over_budget.append(f"{implementation}: {name}: {growth.resident_mb:.2f} MB")
+    pool.shutdown()
 
     before_list = resident_mb()
-    kept = list(range(min(args.offers, 1_000_000)))
-    list_growth = (resident_mb() - before_list) * args.offers / len(kept)
+    kept = list(range(1_000_000, 1_000_000 + min(args.items, 1_000_000)))
+    list_growth = (resident_mb() - before_list) * args.items / len(kept)
     del kept
-
-    print(f"\nmemory ({machine()})")
-    print(f"offers: {args.offers:,}, dropped: {dropped:,} (the buffer holds 256)")
-    print(f"resident growth, flowpy bounded buffer: {growth:8.2f} MB (budget 5 MB)")
-    print(f"resident growth, a list of the same items: {list_growth:8.1f} MB (estimated from 1,000,000)")
-    print(f"ratio flowpy / list: {growth / list_growth:.5f}")
-    if growth >= 5:
-        raise SystemExit(f"resident memory grew by {growth:.2f} MB, over the 5 MB budget")
+    print(f"for scale, a list of {args.items:,} fresh ints: {list_growth:,.1f} MB (estimated from 1,000,000)")
+    if over_budget:
+        raise SystemExit(f"resident memory grew by {BUDGET_MB} MB or more: {'; '.join(over_budget)}")
 
 
 if __name__ == "__main__":

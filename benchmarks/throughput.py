@@ -1,29 +1,40 @@
-"""Throughput of SubmissionPublisher against its baselines, in one run.
+"""Throughput of SubmissionPublisher, in both core implementations, against its baselines, in one run.
 
-    python benchmarks/throughput.py [--items N] [--repetitions R]
+    python benchmarks/throughput.py [--items N] [--repetitions R] [--json PATH]
 
-Prints a table of median items/s and ratios. The baselines: a direct
-``on_next`` call loop; the single-thread limit of appending to a deque and
-then draining it (in chunks of the buffer capacity); ``queue.Queue(256)``
-between two threads; and, when ``javac`` and ``java`` are on the PATH, the
-JDK's own SubmissionPublisher (benchmarks/jdk/SubmissionPublisherBench.java).
+Prints a table of median items/s and ratios. Every flowpy case runs with the
+compiled core ("c", when it was built) and the pure-Python one ("python");
+the repetitions are interleaved (each round runs every case once, in both
+implementations), so a change in machine load hits all of them alike. The
+baselines: a direct ``on_next`` call loop; the single-thread limit of
+appending to a deque and then draining it (in chunks of the buffer
+capacity); ``queue.Queue(256)`` between two threads; and, when ``javac`` and
+``java`` are on the PATH, the JDK's own SubmissionPublisher
+(benchmarks/jdk/SubmissionPublisherBench.java). ``--json`` also writes the
+figures for benchmarks/chart.py.
 """
 
 from __future__ import annotations
 
 import argparse
 import collections
+import json
+import os
 import queue
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
 import threading
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks._common import median_rate, print_table
+from benchmarks._common import machine, print_table
+from flowpy import _impl
 from flowpy.flow import Subscriber, Subscription
 from flowpy.submission import SubmissionPublisher
 
@@ -88,14 +99,20 @@ def queue_between_threads(items: int) -> int:
     return items
 
 
-def flowpy_run(producers: int, subscribers: int, items: int) -> int:
-    """``producers`` threads submit ``items`` each to ``subscribers`` no-op subscribers."""
+def flowpy_run(producers: int, subscribers: int, items: int, many: bool = False) -> int:
+    """``producers`` threads submit ``items`` each to ``subscribers`` no-op subscribers; returns deliveries.
+
+    ``many`` uses one ``submit_many`` call per producer instead of ``submit`` per item.
+    """
     publisher: SubmissionPublisher[int] = SubmissionPublisher(max_buffer_capacity=CAPACITY)
     sinks = [NoOp() for _ in range(subscribers)]
     for sink in sinks:
         publisher.subscribe(sink)
 
     def produce() -> None:
+        if many:
+            publisher.submit_many(range(items))
+            return
         submit = publisher.submit
         for i in range(items):
             submit(i)
@@ -114,6 +131,17 @@ def flowpy_run(producers: int, subscribers: int, items: int) -> int:
     return producers * items * subscribers
 
 
+def flowpy_cases(n: int) -> dict[str, Callable[[], int]]:
+    """The flowpy cases; each moves about ``n`` deliveries."""
+    return {
+        "1 -> 1 submit": lambda: flowpy_run(1, 1, n),
+        "1 -> 1 submit_many": lambda: flowpy_run(1, 1, n, many=True),
+        "1 -> 4 submit (deliveries)": lambda: flowpy_run(1, 4, n // 4),
+        "4 -> 4 submit (deliveries)": lambda: flowpy_run(4, 4, n // 16),
+        "4 -> 1 submit": lambda: flowpy_run(4, 1, n // 4),
+    }
+
+
 def jdk_rate(items: int, repetitions: int) -> float | None:
     """The JDK's median items/s, or None when no JDK is on the PATH."""
     if not (shutil.which("javac") and shutil.which("java")):
@@ -130,30 +158,55 @@ def jdk_rate(items: int, repetitions: int) -> float | None:
     return float(out.stdout.strip())
 
 
+def rate(run: Callable[[], int]) -> float:
+    start = time.perf_counter()
+    items = run()
+    return items / (time.perf_counter() - start)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--items", type=int, default=10_000_000, help="items for the 1 -> 1 runs")
+    parser.add_argument("--items", type=int, default=10_000_000, help="items (deliveries) per flowpy run")
     parser.add_argument("--repetitions", type=int, default=5)
+    parser.add_argument("--json", type=Path, help="also write the medians here, for benchmarks/chart.py")
     args = parser.parse_args()
     n, reps = args.items, args.repetitions
-    rows = [
-        ("direct on_next call loop", median_rate(lambda: direct_calls(n), reps)),
-        ("single thread: append to deque, then drain", median_rate(lambda: append_then_drain(n), reps)),
-        ("queue.Queue(256) between two threads", median_rate(lambda: queue_between_threads(n // 10), reps)),
-        ("flowpy 1 producer -> 1 subscriber", median_rate(lambda: flowpy_run(1, 1, n), reps)),
-        ("flowpy 1 producer -> 4 subscribers", median_rate(lambda: flowpy_run(1, 4, n // 4), reps)),
-        ("flowpy 4 producers -> 1 subscriber", median_rate(lambda: flowpy_run(4, 1, n // 4), reps)),
-    ]
+    implementations = ["c", "python"] if _impl.CBufferedSubscription is not None else ["python"]
+    baselines: dict[str, Callable[[], int]] = {
+        "direct on_next call loop": lambda: direct_calls(n),
+        "single thread: append to deque, then drain": lambda: append_then_drain(n),
+        "queue.Queue(256) between two threads": lambda: queue_between_threads(n // 10),
+    }
+    cases = flowpy_cases(n)
+    rates: dict[str, list[float]] = collections.defaultdict(list)
+    load = []
+    for _ in range(reps):  # interleaved: every case once per round
+        load.append(os.getloadavg()[0])
+        for name, run in baselines.items():
+            rates[name].append(rate(run))
+        for case, run in cases.items():
+            for implementation in implementations:
+                with _impl.using(implementation):  # type: ignore[arg-type]
+                    rates[f"flowpy [{implementation}] {case}"].append(rate(run))
+    rows = [(name, statistics.median(values)) for name, values in rates.items()]
     jdk = jdk_rate(n, reps)
     if jdk is not None:
         rows.append(("JDK SubmissionPublisher 1 -> 1 (java)", jdk))
-    baselines = {
+    columns = {
         "limit": "single thread: append to deque, then drain",
         "queue": "queue.Queue(256) between two threads",
     }
     if jdk is not None:
-        baselines["JDK"] = "JDK SubmissionPublisher 1 -> 1 (java)"
-    print_table(f"items/s, median of {reps}, capacity {CAPACITY}, {n:,} items for 1 -> 1", rows, baselines)
+        columns["JDK"] = "JDK SubmissionPublisher 1 -> 1 (java)"
+    print_table(f"items/s, median of {reps} interleaved, capacity {CAPACITY}, {n:,} items per run", rows, columns)
+    print(f"load average (1 min) at each round: {', '.join(f'{x:.2f}' for x in load)}")
+    if args.json is not None:
+        args.json.write_text(
+            json.dumps(
+                {"machine": machine(), "items": n, "repetitions": reps, "load": load, "rates": dict(rows)}, indent=2
+            )
+            + "\n"
+        )
 
 
 if __name__ == "__main__":

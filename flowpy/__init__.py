@@ -4,10 +4,12 @@ The Flow and Reactive Streams interfaces, :class:`FlowAdapters` between them,
 :class:`SubmissionPublisher` (a bounded buffer per subscriber, delivered on an
 executor), sources, subscribers and processors, and the fluent
 :class:`Flowable` over the backpressure-aware operators of
-:mod:`flowpy.operators`. The TCK (:mod:`flowpy.tck`), the interop adapters
+:mod:`flowpy.operators`. :data:`implementation` is ``"c"`` when
+SubmissionPublisher runs on its compiled core, ``"python"`` otherwise. The TCK (:mod:`flowpy.tck`), the interop adapters
 (:mod:`flowpy.interop`) and Spark (:mod:`flowpy.spark`) are imported on their own.
 """
 
+from flowpy._impl import implementation
 from flowpy.adapters import (
     FlowAdapters,
     to_flow_processor,
@@ -58,6 +60,7 @@ __all__ = [
     "default_buffer_size",
     "default_executor",
     "direct_executor",
+    "implementation",
     "iterate",
     "to_flow_processor",
     "to_flow_publisher",

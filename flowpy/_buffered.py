@@ -203,6 +203,26 @@ class BufferedSubscription(Subscription, Generic[T]):
             self._start_on_offer()
         return n + 1
 
+    def extend(self, items: list[T]) -> int:
+        """Buffer all ``items`` (none is ``None``), for which the caller saw room in :meth:`free_slots`.
+
+        Returns the items now buffered; 0 if they do not all fit and -1 if
+        closed, and then nothing was buffered.
+        """
+        buffer = self._buffer
+        n = len(buffer) + len(items)
+        if n > self._capacity:
+            return -1 if self._closed else 0
+        buffer.extend(items)
+        if not self._running and self._demand:
+            self._start_on_offer()
+        return n
+
+    def free_slots(self) -> int:
+        """How many items :meth:`offer` would take now; 0 if full or closed."""
+        free = self._capacity - len(self._buffer)
+        return free if free > 0 else 0
+
     def has_space(self) -> bool:
         """Whether ``offer`` would not return 0: there is room, or it is closed."""
         return len(self._buffer) < self._capacity or self._closed
@@ -392,9 +412,16 @@ class BufferedSubscription(Subscription, Generic[T]):
 
     def _on_next_failed(self, subscriber: Subscriber[T], exc: BaseException) -> None:
         handler = self._handler
-        if handler is not None:
-            with contextlib.suppress(Exception):  # the handler's own failure is ignored, as in the JDK
-                handler(subscriber, exc)
+        try:
+            if handler is not None:
+                with contextlib.suppress(Exception):  # the handler's own failure is ignored, as in the JDK
+                    handler(subscriber, exc)
+        except BaseException:
+            # KeyboardInterrupt or the like from the handler: the stream still
+            # ends with on_error(exc); then the handler's exception goes on.
+            with contextlib.suppress(BaseException):
+                self._close_on_error(exc)
+            raise
         self._close_on_error(exc)
 
     # --- Closing ------------------------------------------------------------

@@ -29,18 +29,22 @@ from __future__ import annotations
 
 import threading
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from concurrent.futures import Future
+from itertools import compress, count, islice, repeat
 from numbers import Real
+from operator import is_
 from threading import get_ident
 from time import monotonic as _monotonic
+from time import sleep as _sleep
 from types import TracebackType
 from typing import Final, Generic, TypeVar
 
-from flowpy._buffered import BufferedSubscription, Handler
+from flowpy._buffered import Handler
 from flowpy._checks import require_positive_int
 from flowpy._consumer import subscribe_future
 from flowpy._exit import track
+from flowpy._impl import BufferedSubscription
 from flowpy.errors import ClosedPublisherError, DuplicateSubscriptionError, ReentrantSubmitError
 from flowpy.executors import DEFAULT, Default, Executor, default_executor, resolve_execute
 from flowpy.flow import Publisher, Subscriber, default_buffer_size
@@ -57,7 +61,8 @@ DropHandler = Callable[[Subscriber[T], T], bool]
 
 # Implementation overview
 # -----------------------
-# Most mechanics are in BufferedSubscription (flowpy/_buffered.py): one per
+# Most mechanics are in BufferedSubscription (flowpy/_buffered.py, or its
+# compiled twin flowpy/_cbuffered.c, chosen by flowpy/_impl.py): one per
 # subscriber, with its buffer, demand and consumer task. This class tracks the
 # subscriptions and keeps producers sequential with one re-entrant lock,
 # held for a whole submit/offer, so every subscriber sees the same order.
@@ -72,6 +77,10 @@ DropHandler = Callable[[Subscriber[T], T], bool]
 # buffer whose subscriber it is inside of (direct_executor, or a task it runs
 # while blocked), or the turn of its own blocked outer submit. Those raise
 # ReentrantSubmitError instead; the checks are on the slow path only.
+
+
+_CONTENDED_YIELDS: Final = 16
+"""How often a producer yields the GIL for a held producer lock before it blocks on it."""
 
 
 def _round_capacity(capacity: int) -> int:
@@ -190,7 +199,81 @@ class SubmissionPublisher(Publisher[T], Generic[T]):
         fail: that subscriber gets ``on_error`` with the executor's exception,
         and the others get the item.
         """
-        return self._publish(item, None, None)
+        if item is None:
+            raise TypeError("item must not be None (rule 2.13)")
+        lock = self._lock
+        if not lock.acquire(False):  # explicit calls cost half of a with-statement on this path
+            self._acquire_contended()
+        try:
+            subscriptions = self._subscriptions
+            if len(subscriptions) == 1 and not self._blocked:
+                # The common case inline: one subscriber, room in its buffer.
+                # A full (0) or closed (-1) buffer took nothing; the general
+                # path below offers the item again and handles it.
+                status = subscriptions[0].offer(item)
+                if status > 0:
+                    return status
+            return self._publish_locked(item, None, None)
+        finally:
+            lock.release()
+
+    def submit_many(self, items: Iterable[T]) -> int:
+        """Publish each of ``items`` in order, exactly as calling :meth:`submit` on each would.
+
+        The iterable is read lazily, at most ``max_buffer_capacity`` items at
+        a time, and the producer lock is held for one such chunk at a time:
+        other producers' items may come between chunks, never inside one. A
+        chunk that fits in every subscriber's buffer is appended in one step;
+        otherwise items go one by one, blocking as ``submit`` does.
+
+        Returns:
+            The number of items submitted.
+
+        Raises:
+            TypeError: if an item is ``None`` (rule 2.13); the items before it
+                were submitted.
+            ClosedPublisherError, ReentrantSubmitError: as :meth:`submit`.
+        """
+        iterator = iter(items)
+        size = self._capacity
+        lock = self._lock
+        submitted = 0
+        while True:
+            chunk = list(islice(iterator, size))  # read outside the lock: the iterable is user code
+            if not chunk:
+                return submitted
+            # Up to the first None, which then raises as submit(None) would.
+            end = next(compress(count(), map(is_, chunk, repeat(None))), len(chunk))
+            if not lock.acquire(False):
+                self._acquire_contended()
+            try:
+                self._publish_chunk(chunk, end)
+            finally:
+                lock.release()
+            submitted += end
+            if end < len(chunk):
+                raise TypeError("item must not be None (rule 2.13)")
+
+    def _publish_chunk(self, chunk: list[T], end: int) -> None:
+        """Publish ``chunk[:end]`` (no ``None`` in it) as ``submit`` would each. Caller holds self._lock."""
+        done = 0
+        while done < end:
+            self._wait_turn(None)
+            subscriptions = self._subscriptions
+            if not subscriptions:
+                if self._closed:
+                    raise self._closed_error("submit")
+                return  # as submit() with no subscribers: the items go nowhere
+            room = min(subscription.free_slots() for subscription in subscriptions)
+            if room > 0:
+                part = chunk[done : min(done + room, end)]
+                for subscription in subscriptions:
+                    if subscription.extend(part) < 0:
+                        self._subscriptions = self._live()
+                done += len(part)
+            else:  # a buffer is full or closed: one item the general way, which may wait
+                self._publish_locked(chunk[done], None, None)
+                done += 1
 
     def offer(
         self,
@@ -232,38 +315,64 @@ class SubmissionPublisher(Publisher[T], Generic[T]):
         if item is None:
             raise TypeError("item must not be None (rule 2.13)")
         lock = self._lock
-        lock.acquire()  # explicit calls cost half of a with-statement on this path
+        if not lock.acquire(False):
+            self._acquire_contended()
         try:
-            while self._blocked:
-                if self._blocked == get_ident():
-                    raise ReentrantSubmitError(
-                        f"cannot {_operation(timeout)}(): this thread's own submit() is waiting for buffer "
-                        f"space, and a subscriber it delivers to meanwhile must not publish to the same publisher"
-                    )
-                self._turn.wait()
-            subscriptions = self._subscriptions
-            if not subscriptions:
-                if self._closed:
-                    raise self._closed_error(_operation(timeout))
-                return 0
-            lag = 0
-            saturated: list[BufferedSubscription[T]] | None = None
-            for subscription in subscriptions:
-                status = subscription.offer(item)
-                if status > lag:
-                    lag = status
-                elif status == 0:
-                    if saturated is None:
-                        saturated = [subscription]
-                    else:
-                        saturated.append(subscription)
-                elif status < 0:
-                    self._subscriptions = self._live()
-            if saturated is not None:
-                lag = self._retry(item, saturated, lag, timeout, on_drop)
-            return lag
+            return self._publish_locked(item, timeout, on_drop)
         finally:
             lock.release()
+
+    def _acquire_contended(self) -> None:
+        """Take the producer lock, which another thread holds, without a lock convoy.
+
+        A thread blocked in ``acquire`` is handed the lock by ``release``
+        while it does not hold the GIL; the releasing producer, still
+        running, then blocks on its next item, and every item costs a thread
+        switch. So a producer first yields the GIL a few times, letting the
+        holder run on, and takes the lock only when it finds it free while
+        holding the GIL; after that it blocks as usual.
+        """
+        lock = self._lock
+        for _ in range(_CONTENDED_YIELDS):
+            _sleep(0)
+            if lock.acquire(False):
+                return
+        lock.acquire()
+
+    def _wait_turn(self, timeout: float | None) -> None:
+        """Wait while another producer is blocked for space holding the turn. Caller holds self._lock."""
+        while self._blocked:
+            if self._blocked == get_ident():
+                raise ReentrantSubmitError(
+                    f"cannot {_operation(timeout)}(): this thread's own submit() is waiting for buffer "
+                    f"space, and a subscriber it delivers to meanwhile must not publish to the same publisher"
+                )
+            self._turn.wait()
+
+    def _publish_locked(self, item: T, timeout: float | None, on_drop: DropHandler[T] | None) -> int:
+        """The body of :meth:`_publish`, for an ``item`` that is not ``None``. Caller holds self._lock."""
+        self._wait_turn(timeout)
+        subscriptions = self._subscriptions
+        if not subscriptions:
+            if self._closed:
+                raise self._closed_error(_operation(timeout))
+            return 0
+        lag = 0
+        saturated: list[BufferedSubscription[T]] | None = None
+        for subscription in subscriptions:
+            status = subscription.offer(item)
+            if status > lag:
+                lag = status
+            elif status == 0:
+                if saturated is None:
+                    saturated = [subscription]
+                else:
+                    saturated.append(subscription)
+            elif status < 0:
+                self._subscriptions = self._live()
+        if saturated is not None:
+            lag = self._retry(item, saturated, lag, timeout, on_drop)
+        return lag
 
     def _retry(
         self,

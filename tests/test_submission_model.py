@@ -6,6 +6,7 @@ and delivery tasks that the operations describe is reproduced exactly.
 
 from __future__ import annotations
 
+import unittest
 from dataclasses import dataclass, field
 
 from hypothesis import settings
@@ -14,6 +15,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, pr
 
 from flowpy import ClosedPublisherError
 from flowpy.submission import SubmissionPublisher
+from tests.core_impl import not_built_reason, use_core
 from tests.support import ManualExecutor, Recorder
 
 
@@ -31,8 +33,12 @@ class Model:
 
 
 class SubmissionPublisherMachine(RuleBasedStateMachine):
+    core = "python"  # the implementation under test (tests/core_impl.py)
+
     def __init__(self) -> None:
         super().__init__()
+        self._core = use_core(self.core)
+        self._core.__enter__()
         self.executor = ManualExecutor()
         self.models: list[Model] = []
         self.next_item = 0
@@ -167,8 +173,19 @@ class SubmissionPublisherMachine(RuleBasedStateMachine):
             real = self.publisher.number_of_subscribers
             assert sum(m.live and not m.stopping for m in self.models) <= real <= len(self.live_models())
 
+    def teardown(self) -> None:
+        self._core.__exit__(None, None, None)
+
+
+class CompiledSubmissionPublisherMachine(SubmissionPublisherMachine):
+    core = "c"
+
 
 SubmissionPublisherMachine.TestCase.settings = settings(
     max_examples=400, stateful_step_count=40, deadline=None
 )
+CompiledSubmissionPublisherMachine.TestCase.settings = SubmissionPublisherMachine.TestCase.settings
 TestSubmissionPublisherModel = SubmissionPublisherMachine.TestCase
+TestCompiledSubmissionPublisherModel = unittest.skipIf(not_built_reason() is not None, str(not_built_reason()))(
+    CompiledSubmissionPublisherMachine.TestCase
+)

@@ -1,8 +1,9 @@
-"""Rows in and out of Spark: dicts to a DataFrame through Arrow, Spark rows to dicts."""
+"""Items in and out of Spark: rows and columnar batches to one Arrow table, Spark rows to dicts."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from operator import itemgetter
 from typing import TYPE_CHECKING, Any, Union
 
 if TYPE_CHECKING:
@@ -10,7 +11,7 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, Row, SparkSession
     from pyspark.sql.types import StructType
 
-__all__ = ["ArrowBatches", "SchemaLike", "dicts_of", "row_to_dict"]
+__all__ = ["ArrowBatches", "SchemaLike", "dicts_of", "is_columnar", "row_to_dict", "rows_of"]
 
 SchemaLike = Union["StructType", str]
 """A Spark schema: a ``StructType`` or a DDL string such as ``"id BIGINT, name STRING"``."""
@@ -27,6 +28,19 @@ def dicts_of(table: pa.Table) -> list[dict[str, Any]]:
     return rows
 
 
+def is_columnar(item: object) -> bool:
+    """Whether ``item`` is a columnar batch: a ``pyarrow.RecordBatch`` or ``Table``, or a ``pandas.DataFrame``."""
+    if isinstance(item, Mapping):
+        return False
+    module = type(item).__module__
+    return module.startswith(("pyarrow", "pandas"))
+
+
+def rows_of(item: object) -> int:
+    """Return the rows an item carries: 1 for a row, the batch's length for a columnar batch."""
+    return len(item) if is_columnar(item) else 1  # type: ignore[arg-type]
+
+
 def _struct(schema: SchemaLike) -> StructType:
     from pyspark.sql.types import StructType
 
@@ -39,13 +53,24 @@ def _struct(schema: SchemaLike) -> StructType:
     raise TypeError(f"schema must be a StructType or a DDL string, got {schema!r}")
 
 
+def _column(rows: Sequence[Mapping[str, Any]], name: str) -> list[Any]:
+    try:
+        return list(map(itemgetter(name), rows))  # every row has the key: one C-level pass
+    except KeyError:
+        return [row.get(name) for row in rows]
+
+
 class ArrowBatches:
-    """Turns batches of dict rows into Spark DataFrames through Arrow.
+    """Turns a batch of items (rows as mappings, or columnar batches) into one Arrow table, then a DataFrame.
 
     With a schema, every batch is converted to it. Without one, the first
     batch whose columns all have a type (no column is only ``None``) fixes
     the schema for the batches after it, so that every batch of one stream
     has the same columns and types.
+
+    Rows are converted column by column (one list per column, then one
+    Arrow array each); a ``RecordBatch``, ``Table`` or ``pandas.DataFrame``
+    is taken as it is, with no per-row Python work.
 
     Not thread-safe: one converter serves one stream, one batch at a time.
     """
@@ -62,23 +87,69 @@ class ArrowBatches:
 
             self._arrow_schema = to_arrow_schema(self._struct, timezone="UTC")
 
-    def table(self, rows: Sequence[Mapping[str, Any]]) -> pa.Table:
-        """Return ``rows`` as an Arrow table of the stream's schema.
+    def table(self, items: Sequence[Any]) -> pa.Table:
+        """Return ``items`` as one Arrow table of the stream's schema.
 
         Raises:
-            pyarrow.ArrowException: if a row does not fit the schema.
+            pyarrow.ArrowException: if an item does not fit the schema.
+            KeyError: if a columnar batch lacks a column of the schema.
         """
         import pyarrow as pa
 
-        table = pa.Table.from_pylist(list(rows), schema=self._arrow_schema)
+        parts: list[pa.Table] = []
+        rows: list[Mapping[str, Any]] = []
+        for item in items:
+            if is_columnar(item):
+                if rows:
+                    parts.append(self._rows_table(rows))
+                    rows = []
+                parts.append(self._fit(self._columnar_table(item)))
+            else:
+                rows.append(item)
+        if rows:
+            parts.append(self._rows_table(rows))
+        table = parts[0] if len(parts) == 1 else pa.concat_tables(parts, promote_options="permissive")
         if self._arrow_schema is None and not any(pa.types.is_null(f.type) for f in table.schema):
             self._arrow_schema = table.schema
         return table
 
-    def dataframe(self, rows: Sequence[Mapping[str, Any]]) -> DataFrame:
-        """Return ``rows`` as a Spark DataFrame, built from one Arrow table."""
-        table = self.table(rows)
+    @property
+    def struct(self) -> StructType | None:
+        """The Spark schema given at construction, if any."""
+        return self._struct
+
+    def dataframe(self, items: Sequence[Any]) -> DataFrame:
+        """Return ``items`` as a Spark DataFrame, built from one Arrow table."""
+        return self.frame(self.table(items))
+
+    def frame(self, table: pa.Table) -> DataFrame:
+        """Return an Arrow table from :meth:`table` as a Spark DataFrame."""
         if self._struct is None:
             return self._spark.createDataFrame(table)
         return self._spark.createDataFrame(table, schema=self._struct)
 
+    def _rows_table(self, rows: Sequence[Mapping[str, Any]]) -> pa.Table:
+        import pyarrow as pa
+
+        schema = self._arrow_schema
+        if schema is not None:
+            columns = [pa.array(_column(rows, field.name), type=field.type) for field in schema]
+            return pa.Table.from_arrays(columns, schema=schema)
+        names = list(dict.fromkeys(name for row in rows for name in row))
+        return pa.table({name: _column(rows, name) for name in names})
+
+    @staticmethod
+    def _columnar_table(item: Any) -> pa.Table:
+        import pyarrow as pa
+
+        if isinstance(item, pa.Table):
+            return item
+        if isinstance(item, pa.RecordBatch):
+            return pa.Table.from_batches([item])
+        return pa.Table.from_pandas(item, preserve_index=False)
+
+    def _fit(self, table: pa.Table) -> pa.Table:
+        schema = self._arrow_schema
+        if schema is None or table.schema.equals(schema):
+            return table
+        return table.select(schema.names).cast(schema)

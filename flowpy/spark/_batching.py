@@ -1,4 +1,4 @@
-"""The subscriber side shared by the sink and the processor: rows in, batches out, one at a time."""
+"""The subscriber side shared by the sink and the processor: items in, batches out, one at a time."""
 
 from __future__ import annotations
 
@@ -12,10 +12,14 @@ from flowpy._checks import require_positive_int
 from flowpy.executors import Task
 from flowpy.flow import Subscriber, Subscription
 
-__all__ = ["BatchingSubscriber", "Row", "Terminal"]
+__all__ = ["BatchingSubscriber", "Item", "Row", "Terminal"]
 
 Row = Mapping[str, Any]
 """A row as a subscriber receives it."""
+
+Item = Any
+"""What the sink and the processor receive: a :data:`Row`, or a columnar batch of many rows
+(``pyarrow.RecordBatch``, ``pyarrow.Table`` or ``pandas.DataFrame``). Demand counts items."""
 
 Terminal = BaseException | bool
 """``False`` while the stream runs; ``True`` after ``on_complete``; the error after ``on_error``."""
@@ -30,8 +34,11 @@ Terminal = BaseException | bool
 # arrives later starts a new worker: none is lost.
 
 
-class BatchingSubscriber(Subscriber[Row]):
-    """Collects rows into batches of ``batch_size`` and processes the batches one at a time.
+class BatchingSubscriber(Subscriber[Item]):
+    """Collects items into batches of ``batch_size`` items and processes the batches one at a time.
+
+    An item is a row or a columnar batch; a batch of items is handed over
+    as one list, so a columnar item costs no per-row work here.
 
     Subclasses say what to do with a batch (:meth:`_process`, on the worker
     task) and when the worker runs out of batches (:meth:`_idle`), and they
@@ -50,15 +57,15 @@ class BatchingSubscriber(Subscriber[Row]):
         self._upstream: Subscription | None = None  # set once by on_subscribe
         # The rows of the batch being filled. Appended to by on_next without
         # the lock (upstream signals are serial); replaced only under the lock.
-        self._collecting: list[Row] = []
-        self._ready: deque[list[Row]] = deque()  # batches waiting for the worker, in order
+        self._collecting: list[Item] = []
+        self._ready: deque[list[Item]] = deque()  # batches waiting for the worker, in order
         self._working = False  # the worker task is queued or running
         self._terminal: Terminal = False  # how upstream ended, if it did
         self._stopped = False  # cancelled or failed: drop rows, start nothing
 
     @property
     def batch_size(self) -> int:
-        """Rows per batch."""
+        """Items (rows or columnar batches) per batch."""
         return self._batch_size
 
     # -- Subscriber ---------------------------------------------------------------
@@ -80,7 +87,7 @@ class BatchingSubscriber(Subscriber[Row]):
             return
         self._subscribed()
 
-    def on_next(self, item: Row) -> None:
+    def on_next(self, item: Item) -> None:
         """Add ``item`` to the batch being filled; a full batch goes to the worker.
 
         Raises:
@@ -139,7 +146,7 @@ class BatchingSubscriber(Subscriber[Row]):
         self._end(error)
 
     @abstractmethod
-    def _process(self, batch: list[Row]) -> bool:
+    def _process(self, batch: list[Item]) -> bool:
         """Handle one batch on the worker task; return ``False`` to stop the worker."""
 
     @abstractmethod

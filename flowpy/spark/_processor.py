@@ -12,7 +12,7 @@ from flowpy._signals import call_subscription
 from flowpy.executors import DEFAULT, Default, Executor, Task, resolve_execute
 from flowpy.flow import Processor, Subscriber
 from flowpy.spark._arrow import ArrowBatches, SchemaLike, dicts_of
-from flowpy.spark._batching import BatchingSubscriber, Row, Terminal
+from flowpy.spark._batching import BatchingSubscriber, Item, Terminal
 from flowpy.spark._pull import EMPTY, Pulled, PullSubscription
 
 if TYPE_CHECKING:
@@ -24,8 +24,12 @@ Transform = Callable[["DataFrame"], "DataFrame"]
 """A function from one micro-batch's DataFrame to the DataFrame of its results."""
 
 
-class SparkProcessor(BatchingSubscriber, Processor[Row, dict[str, Any]]):
-    """Collects rows into micro-batches, runs ``transform`` on each on Spark, publishes the results.
+class SparkProcessor(BatchingSubscriber, Processor[Item, dict[str, Any]]):
+    """Collects items into micro-batches, runs ``transform`` on each on Spark, publishes the results.
+
+    An item is a row (a mapping) or a columnar batch (``pyarrow.RecordBatch``
+    or ``Table``, ``pandas.DataFrame``), taken with no per-row Python work;
+    ``batch_size`` and the demand upstream count items.
 
     Upstream, the processor requests ``batch_size`` rows per micro-batch and
     keeps at most ``max_batches_in_flight`` micro-batches in flight: a batch
@@ -61,8 +65,8 @@ class SparkProcessor(BatchingSubscriber, Processor[Row, dict[str, Any]]):
         """Args:
             spark: the session that runs ``transform``.
             transform: the function applied to each micro-batch's DataFrame.
-            batch_size: rows per micro-batch.
-            schema: the input rows' Spark schema; ``None`` infers it from the first batch.
+            batch_size: items (rows or columnar batches) per micro-batch.
+            schema: the input's Spark schema; ``None`` infers it from the first batch.
             max_batches_in_flight: how many micro-batches may be requested, transformed
                 or awaiting delivery at once.
             executor: where transforms and downstream signals run; left out, the default.
@@ -100,7 +104,7 @@ class SparkProcessor(BatchingSubscriber, Processor[Row, dict[str, Any]]):
     def _subscribed(self) -> None:
         self._refill()
 
-    def _process(self, batch: list[Row]) -> bool:
+    def _process(self, batch: list[Item]) -> bool:
         try:
             results = dicts_of(self._transform(self._batches.dataframe(batch)).toArrow())
         except BaseException as exc:

@@ -193,6 +193,8 @@ class PullSubscription(Subscription, Generic[T]):
                 if item is EMPTY:
                     exhausted = True
                     break
+                if self._cancelled:  # cancelled while _next() blocked: the item is not wanted (rule 3.12)
+                    break
                 if item is END:
                     self._terminate(None)
                     return False

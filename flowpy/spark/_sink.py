@@ -4,34 +4,42 @@ from __future__ import annotations
 
 import contextlib
 import time
-import uuid
 from collections.abc import Callable
 from concurrent.futures import Future, InvalidStateError
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal, get_args
+from typing import TYPE_CHECKING, Literal, get_args
 
 from flowpy._signals import call_subscription
 from flowpy.executors import DEFAULT, resolve_execute
 from flowpy.spark._arrow import ArrowBatches, SchemaLike
-from flowpy.spark._batching import BatchingSubscriber, Row, Terminal
+from flowpy.spark._batching import BatchingSubscriber, Item, Terminal
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-__all__ = ["ParquetSink", "ParquetSinkError", "SinkStats", "WriteMode", "staging_name"]
+__all__ = ["ParquetSink", "ParquetSinkError", "SinkStats", "WriteMode", "describe_error"]
 
 WriteMode = Literal["append", "overwrite", "error"]
-"""What the sink does with data already at its path: keep it, delete it first, or refuse to start."""
+"""What the sink does with data already at its path: keep it, replace it, or refuse to start."""
 
-def staging_name(name: str) -> str:
-    """Return the name of the staging directory beside the output directory ``name``.
+# Options of every batch's write. They reach the Hadoop configuration of that
+# write only: no _SUCCESS marker per batch (completion is the sink's result,
+# and a marker per batch would be rewritten by every batch), and the commit
+# algorithm whose job commit moves each finished file into place by one rename.
+_WRITE_OPTIONS = {
+    "mapreduce.fileoutputcommitter.marksuccessfuljobs": "false",
+    "mapreduce.fileoutputcommitter.algorithm.version": "1",
+}
 
-    Batches are written there before they are moved into place. It is a
-    sibling, not a child, so that a reader listing the output directory
-    recursively never meets Spark's temporary files; its leading ``_`` hides
-    it from readers of the parent directory.
-    """
-    return f"_{name}_flowpy_staging"
+
+def describe_error(error: BaseException) -> str:
+    """Return ``error`` as one line: its type and the first meaningful line of its message."""
+    lines = [line.strip().lstrip(": ").strip() for line in str(error).splitlines()]
+    lines = [line for line in lines if line and not line.startswith("An error occurred while calling")]
+    text = lines[0] if lines else ""
+    if len(text) > 300:
+        text = text[:297] + "..."
+    return f"{type(error).__name__}: {text}" if text else type(error).__name__
 
 
 @dataclass(frozen=True)
@@ -68,81 +76,73 @@ class ParquetSinkError(RuntimeError):
 
 
 class _ParquetDirectory:
-    """The sink's output directory on any Hadoop file system (local, HDFS, S3, ...).
+    """The sink's output directory, written through Spark's own file writer (classic or Connect alike).
 
-    A batch is written by Spark as a single file into its own directory
-    under the staging directory (see :func:`staging_name`), then renamed
-    into the output directory: a reader lists either the whole batch or none
-    of it.
+    A batch is one Spark write of one partition (``coalesce(1)``) in append
+    mode: Spark's task writes the file under ``<path>/_temporary/``, and the
+    job commit moves the finished file into ``path`` by one rename, under a
+    name unique to that write (``part-00000-<write id>-c000...parquet``). A
+    reader listing ``path`` sees the whole batch or none of it; a failed
+    write is aborted by Spark, which deletes its ``_temporary`` files.
     """
 
     def __init__(self, spark: SparkSession, path: str) -> None:
-        jvm: Any = spark._jvm  # the Hadoop FileSystem API, through py4j
         self._spark = spark
         self._path = path
-        self._hadoop_path = jvm.org.apache.hadoop.fs.Path
-        self._root = self._hadoop_path(path)
-        self._fs = self._root.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())
-        parent = self._root.getParent()
-        self._staging = (
-            self._hadoop_path(self._root, "_flowpy_staging")  # a file system's root directory
-            if parent is None
-            else self._hadoop_path(parent, staging_name(self._root.getName()))
-        )
-        self._run = uuid.uuid4().hex[:12]  # tells this sink's files from earlier runs' files
+        self._next_mode = "append"  # the first write of mode="overwrite" replaces the path
 
     def prepare(self, mode: WriteMode) -> None:
-        """Apply ``mode`` to what is at the path, then create the directory.
+        """Apply ``mode``: refuse a path that holds data (``"error"``), or replace it at the first commit.
 
         Raises:
             FileExistsError: if ``mode`` is ``"error"`` and the path holds data.
         """
-        if self._fs.exists(self._root):
-            if mode == "overwrite":
-                self._fs.delete(self._root, True)
-            elif mode == "error" and any(
-                not name.startswith(("_", ".")) for name in self._names(self._root)
-            ):
-                raise FileExistsError(
-                    f"ParquetSink path {self._path!r} already holds data; use mode='append' or 'overwrite'"
-                )
-        self._fs.mkdirs(self._root)
+        if mode == "error" and self._holds_data():
+            raise FileExistsError(
+                f"ParquetSink path {self._path!r} already holds data; use mode='append' or 'overwrite'"
+            )
+        self._next_mode = "overwrite" if mode == "overwrite" else "append"
+
+    @property
+    def replaced(self) -> bool:
+        """Whether a pending ``"overwrite"`` has been applied (always, for the other modes)."""
+        return self._next_mode == "append"
 
     def commit(self, df: DataFrame, sequence: int) -> None:
-        """Write ``df`` as one Parquet file and move it into the output directory.
+        """Write ``df`` (batch number ``sequence``) as one Parquet file that appears in the directory at once.
 
         Raises:
-            OSError: if the written file cannot be found or moved into place.
-            Exception: whatever Spark raised while writing.
+            Exception: whatever Spark raised; the write was aborted and its staging files deleted.
         """
-        name = f"{self._run}-{sequence:06d}"
-        staging = self._hadoop_path(self._staging, name)
-        df.coalesce(1).write.mode("errorifexists").parquet(staging.toString())
-        parts = [part for part in self._names(staging) if part.startswith("part-") and part.endswith(".parquet")]
-        if len(parts) != 1:
-            raise OSError(f"ParquetSink expected one Parquet file in {staging.toString()!r}, got {parts!r}")
-        source = self._hadoop_path(staging, parts[0])
-        target = self._hadoop_path(self._root, f"part-{name}.parquet")
-        if not self._fs.rename(source, target):
-            raise OSError(f"ParquetSink could not move {source.toString()!r} to {target.toString()!r}")
-        self._fs.delete(staging, True)
-        if not self._fs.listStatus(self._staging):
-            self._fs.delete(self._staging, False)  # empty: leave nothing behind
+        df.coalesce(1).write.mode(self._next_mode).options(**_WRITE_OPTIONS).parquet(self._path)
+        self._next_mode = "append"
 
-    def _names(self, directory: Any) -> list[str]:
-        return [status.getPath().getName() for status in self._fs.listStatus(directory)]
+    def _holds_data(self) -> bool:
+        """Whether the path has a visible file; asked of Spark, which sees the path as the writes will."""
+        from pyspark.errors import AnalysisException
+
+        try:
+            found = self._spark.read.format("binaryFile").load(self._path).select("path").limit(1).collect()
+        except AnalysisException as exc:
+            if exc.getCondition() == "PATH_NOT_FOUND":
+                return False
+            raise
+        return bool(found)
 
 
 class ParquetSink(BatchingSubscriber):
-    """Writes the rows it receives (mappings) to Parquet, ``batch_size`` rows per Spark write.
+    """Writes the items it receives to Parquet, ``batch_size`` items per Spark write.
 
-    The sink requests ``batch_size`` rows, converts a full batch to one
-    Arrow table, has Spark write it as one Parquet file and moves the file
-    into ``path``; only after that commit does it request the next batch. So
-    at most ``batch_size`` rows are outstanding, and Spark's write speed is
-    the backpressure: a producer submitting to a bounded publisher blocks
-    while a write is under way. On ``on_complete`` the last, partial batch is
-    written and :attr:`result` gets the :class:`SinkStats`.
+    An item is a row (a mapping) or a columnar batch of many rows (a
+    ``pyarrow.RecordBatch`` or ``Table``, or a ``pandas.DataFrame``); demand
+    counts items. The sink requests ``batch_size`` items, converts a full
+    batch to one Arrow table (rows column by column, columnar items as they
+    are), and has Spark write it as one Parquet file that appears in
+    ``path`` by one rename; only after that commit does it request the next
+    batch. So at most ``batch_size`` items are outstanding, and Spark's write
+    speed is the backpressure: a producer submitting to a bounded publisher
+    blocks while a write is under way. On ``on_complete`` the last, partial
+    batch is written and :attr:`result` gets the :class:`SinkStats`.
 
     Nothing received is lost silently: every row is written exactly once, or
     :attr:`result` fails with :class:`ParquetSinkError`, which says how many
@@ -153,8 +153,10 @@ class ParquetSink(BatchingSubscriber):
     the batch not yet written.
 
     Readers of ``path`` see whole batches only: a batch is one file, written
-    by Spark in a staging directory beside ``path`` and moved into place by
-    one rename once complete (atomic on local and HDFS file systems).
+    by Spark's own file commit protocol under ``path/_temporary`` and moved
+    into place by one rename once complete (atomic on local and HDFS file
+    systems). The writes go through the session, classic or Spark Connect
+    alike, so ``path`` is the path as Spark's executors see it.
 
     Protocol:   rules 2.1-2.13 as a subscriber; a second ``on_subscribe`` is
                 cancelled (rule 2.5).
@@ -174,10 +176,10 @@ class ParquetSink(BatchingSubscriber):
         """Args:
             spark: the session that writes.
             path: the output directory, any URI Spark can write (``file:``, ``hdfs:``, ``s3a:``...).
-            batch_size: rows per Parquet file, and per ``request``.
+            batch_size: items per Parquet file, and per ``request``.
             schema: the rows' Spark schema; ``None`` infers it from the first batch.
-            mode: ``"append"``, ``"overwrite"`` (delete the path first) or ``"error"``
-                (refuse a path that holds data); applied before the first batch.
+            mode: ``"append"``, ``"overwrite"`` (the first batch replaces what the path holds) or
+                ``"error"`` (refuse a path that holds data, before the first request).
 
         Raises:
             TypeError: if ``spark`` or ``path`` is ``None``, ``schema`` has the wrong type,
@@ -197,6 +199,7 @@ class ParquetSink(BatchingSubscriber):
         self._result.add_done_callback(self._result_done)
         # --- Touched only by the worker task --------------------------------
         self._directory: _ParquetDirectory | None = None  # prepared by the first _idle or _process
+        # Written by the worker task only; read racily by rows_committed / batches_committed.
         self._rows = 0  # rows committed
         self._committed = 0  # batches committed
         self._started = 0.0  # perf_counter() at on_subscribe
@@ -211,23 +214,39 @@ class ParquetSink(BatchingSubscriber):
         """The output directory."""
         return self._path
 
+    @property
+    def rows_committed(self) -> int:
+        """Rows committed so far (racy: for monitoring, not for synchronisation)."""
+        return self._rows
+
+    @property
+    def batches_committed(self) -> int:
+        """Batches (files) committed so far (racy: for monitoring, not for synchronisation)."""
+        return self._committed
+
     # -- The worker -----------------------------------------------------------------
 
     def _subscribed(self) -> None:
         self._started = time.perf_counter()
         self._kick()  # prepare the path, then request the first batch
 
-    def _process(self, batch: list[Row]) -> bool:
+    def _process(self, batch: list[Item]) -> bool:
         directory = self._prepared()
         if directory is None:
             return False
+        number = self._committed + 1
         try:
-            directory.commit(self._batches.dataframe(batch), self._committed)
+            table = self._batches.table(batch)
         except BaseException as exc:
-            self._fail(exc, f"writing batch {self._committed + 1} ({len(batch)} rows) failed")
+            self._fail(exc, f"converting batch {number} ({len(batch)} items) to Arrow failed")
             return False
+        try:
+            directory.commit(self._batches.frame(table), self._committed)
+        except BaseException as exc:
+            self._fail(exc, f"writing batch {number} ({table.num_rows} rows) failed")
+            return False
+        self._rows += table.num_rows
         self._committed += 1
-        self._rows += len(batch)
         return True
 
     def _idle(self, terminal: Terminal) -> None:
@@ -237,6 +256,8 @@ class ParquetSink(BatchingSubscriber):
             assert self._upstream is not None
             call_subscription(self._upstream, self._batch_size)  # only after the last commit
         elif terminal is True:
+            if not self._replace_if_empty():
+                return
             stats = SinkStats(self._rows, self._committed, time.perf_counter() - self._started)
             self._settle(lambda: self._result.set_result(stats))
         else:
@@ -256,11 +277,23 @@ class ParquetSink(BatchingSubscriber):
             self._directory = directory
         return self._directory
 
+    def _replace_if_empty(self) -> bool:
+        """For ``mode="overwrite"`` with no batch at all: replace the path with an empty file of the schema."""
+        directory = self._directory
+        if directory is None or directory.replaced or self._batches.struct is None:
+            return True
+        try:
+            directory.commit(self._spark.createDataFrame([], self._batches.struct), 0)
+        except BaseException as exc:
+            self._fail(exc, "replacing the path with an empty output failed")
+            return False
+        return True
+
     def _fail(self, exc: BaseException, what: str) -> None:
         upstream = self._stop()
         if upstream is not None:
             call_subscription(upstream, None)
-        error = self._error(f"{what}: {exc!r}")
+        error = self._error(f"{what}: {describe_error(exc)}")
         error.__cause__ = exc
         self._settle(lambda: self._result.set_exception(error))
 

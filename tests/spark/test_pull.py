@@ -207,3 +207,20 @@ class TestPullSubscriptionTck(PublisherVerification[int]):
 
     def max_elements_from_publisher(self) -> int:
         return 2**31
+
+
+def test_pull_item_that_arrives_after_a_cancel_is_not_delivered() -> None:
+    """A cancel that lands while ``_next`` blocks (a Spark job under way) drops the item it returns (rule 3.12)."""
+
+    class CancelledWhilePulling(_IterSubscription):
+        def _next(self) -> Pulled[int]:
+            self.cancel()  # as another thread would, while the job runs
+            return super()._next()
+
+    executor = ManualExecutor()
+    recorder = Recorder(initial=3)
+    subscription = CancelledWhilePulling(recorder, executor.execute, iter(range(5)))
+    subscription.start()
+    executor.run_all()
+    assert recorder.kinds() == ["on_subscribe"] and recorder.items == []
+    assert subscription.released == 1

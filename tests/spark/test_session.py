@@ -85,3 +85,44 @@ def test_session_with_a_wrong_java_home_names_it(tmp_path: Path) -> None:
 def test_session_without_pyspark_says_what_to_install() -> None:
     code = "import sys\nsys.modules['pyspark'] = None\n" + textwrap.dedent(_TRY_SESSION)
     assert _run(code, dict(os.environ)) == "flowpy.spark needs pyspark: install it with: pip install 'flowpy[spark]'"
+
+
+def test_session_remote_comes_from_argument_then_environment_unless_a_master_is_given(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from flowpy.spark import REMOTE_ENV
+    from flowpy.spark._session import resolve_remote
+
+    monkeypatch.delenv(REMOTE_ENV, raising=False)
+    assert resolve_remote(None, None) is None
+    monkeypatch.setenv(REMOTE_ENV, "sc://127.0.0.1:15002")
+    assert resolve_remote(None, None) == "sc://127.0.0.1:15002"
+    assert resolve_remote("local[2]", None) is None  # an explicit master wins over the environment
+    assert resolve_remote(None, "sc://other:1") == "sc://other:1"
+    with pytest.raises(ValueError, match=r"^give master or remote, not both, got master='local' and remote='sc://h'$"):
+        resolve_remote("local", "sc://h")
+
+
+@pytest.mark.parametrize("scheme", ["spark", "sc"])
+def test_session_unreachable_endpoint_fails_fast_naming_the_url(scheme: str) -> None:
+    import time
+
+    from flowpy.spark import SparkUnavailableError
+    from flowpy.spark._session import check_reachable
+    from tests.spark.clusters import free_port
+
+    url = f"{scheme}://127.0.0.1:{free_port()}"
+    started = time.monotonic()
+    with pytest.raises(SparkUnavailableError, match=rf"^cannot reach Spark at '{url}': connection refused$"):
+        check_reachable(url)
+    assert time.monotonic() - started < 5
+    check_reachable("local[2]")  # nothing to reach
+    check_reachable("yarn")
+
+
+def test_session_classic_is_not_connect(spark: Any) -> None:
+    from flowpy.spark import is_connect
+    from flowpy.spark._session import session_url
+
+    assert not is_connect(spark)
+    assert session_url(spark) == "local[2]"

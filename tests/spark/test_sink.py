@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import shutil
 import threading
 from pathlib import Path
 from typing import Any
@@ -26,7 +25,19 @@ def _read(spark: Any, path: Path) -> list[dict[str, Any]]:
 
 
 def _files(path: Path) -> list[str]:
-    return sorted(p.name for p in path.iterdir() if p.suffix == ".parquet")
+    """The Parquet files a reader of ``path`` lists (none before the first commit created it)."""
+    if not path.exists():
+        return []
+    return sorted(p.name for p in path.iterdir() if p.suffix == ".parquet" and not p.name.startswith((".", "_")))
+
+
+def _leftovers(path: Path) -> list[str]:
+    """Everything under ``path`` but the committed Parquet files and their checksums."""
+    return sorted(
+        str(p.relative_to(path))
+        for p in path.rglob("*")
+        if not (p.parent == path and p.name.endswith((".parquet", ".parquet.crc")))
+    )
 
 
 def _fed_by_hand(spark: Any, out: Path, batch_size: int, full_batches: int) -> tuple[ParquetSink, HandUpstream]:
@@ -106,24 +117,46 @@ def test_sink_slow_write_blocks_submit_instead_of_buffering(
     assert sink.result.result(timeout=60).rows == 300
 
 
+def _failing_batch(monkeypatch: pytest.MonkeyPatch, failing: int) -> None:
+    """Make the Spark write of batch ``failing`` (0-based) fail inside its task, after some rows were written."""
+    from pyspark.sql import functions as F
+
+    commit = sink_module._ParquetDirectory.commit
+
+    def commit_failing(self: Any, df: Any, sequence: int) -> None:
+        if sequence == failing:
+            last = F.max("id").over(__import__("pyspark.sql.window", fromlist=["Window"]).Window.partitionBy())
+            df = df.withColumn("id", F.when(F.col("id") == last, F.raise_error(F.lit("disk quota"))).otherwise(df.id))
+        commit(self, df, sequence)
+
+    monkeypatch.setattr(sink_module._ParquetDirectory, "commit", commit_failing)
+
+
 @pytest.mark.timeout(90)
-def test_sink_failed_write_of_batch_k_keeps_the_first_k_minus_1(spark: Any, tmp_path: Path) -> None:
+def test_sink_failed_write_of_batch_k_keeps_the_first_k_minus_1_and_cleans_its_files(
+    spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     out = tmp_path / "out"
+    _failing_batch(monkeypatch, failing=2)
     sink, upstream = _fed_by_hand(spark, out, batch_size=10, full_batches=2)
-    staging = tmp_path / sink_module.staging_name("out")
-    shutil.rmtree(staging, ignore_errors=True)
-    staging.write_text("not a directory: Spark cannot stage batch 3 here")
     upstream.emit(_rows(20, 30))
-    with pytest.raises(ParquetSinkError, match=r"committed 20 rows in 2 batches, then writing batch 3") as info:
+    message = (
+        rf"^ParquetSink '{out}' committed 20 rows in 2 batches, then writing batch 3 \(10 rows\) failed: "
+        r"\w+Exception: \[USER_RAISED_EXCEPTION\] disk quota"
+    )
+    with pytest.raises(ParquetSinkError, match=message) as info:
         sink.result.result(timeout=60)
+    assert "\n" not in str(info.value)
     assert info.value.rows_committed == 20 and info.value.batches_committed == 2
     assert info.value.__cause__ is not None
     upstream.wait_for_cancel()
     assert _read(spark, out) == _rows(0, 20)
+    assert len(_files(out)) == 2 and _leftovers(out) == []  # nothing of batch 3 stays staged
 
 
 @pytest.mark.timeout(90)
 def test_sink_row_that_does_not_fit_fails_and_cancels_the_publisher(spark: Any, tmp_path: Path) -> None:
+    """A row whose value does not fit the schema fails the batch's conversion, before Spark writes anything."""
     sink = ParquetSink(spark, str(tmp_path / "out"), batch_size=10, schema=SCHEMA)
     publisher = SubmissionPublisher[dict[str, Any]](max_buffer_capacity=8)
     publisher.subscribe(sink)
@@ -134,13 +167,14 @@ def test_sink_row_that_does_not_fit_fails_and_cancels_the_publisher(spark: Any, 
     with pytest.raises(ParquetSinkError) as info:
         sink.result.result(timeout=60)
     assert info.value.rows_committed == 10
-    assert "writing batch 2 (6 rows) failed" in str(info.value)
+    assert "then converting batch 2 (6 items) to Arrow failed: ArrowInvalid" in str(info.value)
     assert _read(spark, tmp_path / "out") == _rows(0, 10)
 
 
 @pytest.mark.timeout(90)
 def test_sink_readers_see_whole_batches_only(spark: Any, tmp_path: Path) -> None:
-    import pyarrow.dataset as ds
+    """A reader listing the directory while batches commit never sees part of a batch."""
+    import pyarrow.parquet as pq
 
     out = tmp_path / "out"
     sink = ParquetSink(spark, str(out), batch_size=200, schema=SCHEMA)
@@ -149,8 +183,9 @@ def test_sink_readers_see_whole_batches_only(spark: Any, tmp_path: Path) -> None
 
     def read() -> None:
         while not stop.is_set():
-            if out.exists():
-                seen.append(ds.dataset(str(out), format="parquet").count_rows())
+            # A reader lists the directory itself (Spark's and pyarrow's readers skip "_" and "."
+            # entries); committed files are never removed, so each listed file can be read.
+            seen.append(sum(pq.ParquetFile(out / name).metadata.num_rows for name in _files(out)))
 
     reader = threading.Thread(target=read)
     reader.start()
@@ -200,6 +235,63 @@ def test_sink_modes_apply_before_the_first_batch(spark: Any, tmp_path: Path) -> 
         write(_rows(8, 9), "error").result.result(timeout=60)
     write(_rows(10, 12), "overwrite").result.result(timeout=60)
     assert _read(spark, out) == _rows(10, 12)
+    assert _leftovers(out) == []  # no _SUCCESS marker, no staging files
+
+
+@pytest.mark.timeout(60)
+def test_sink_overwrite_with_an_empty_stream_leaves_an_empty_output(spark: Any, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    spark.range(3).write.parquet(str(out))
+    sink = ParquetSink(spark, str(out), batch_size=10, schema=SCHEMA, mode="overwrite")
+    upstream = HandUpstream()
+    upstream.subscribe(sink)
+    upstream.wait_for_requests(1)
+    upstream.complete()
+    assert sink.result.result(timeout=60).rows == 0
+    assert spark.read.parquet(str(out)).count() == 0
+    assert spark.read.parquet(str(out)).columns == ["id", "name", "score"]
+
+
+def _columnar(start: int, stop: int, kind: str) -> Any:
+    import pandas as pd
+    import pyarrow as pa
+
+    frame = pd.DataFrame(_rows(start, stop))
+    if kind == "pandas":
+        return frame
+    table = pa.Table.from_pandas(frame, preserve_index=False)
+    return table if kind == "table" else table.to_batches()[0]
+
+
+@pytest.mark.timeout(90)
+def test_sink_columnar_items_count_as_one_item_each(spark: Any, tmp_path: Path) -> None:
+    """RecordBatch, Table and pandas items, mixed with rows: demand counts items, files hold their rows."""
+    out = tmp_path / "out"
+    upstream = HandUpstream()
+    sink = ParquetSink(spark, str(out), batch_size=2, schema=SCHEMA)
+    upstream.subscribe(sink)
+    upstream.wait_for_requests(1)
+    assert upstream.requests == [2]
+    upstream.emit([_columnar(0, 500, "batch"), _columnar(500, 1_200, "table")])
+    upstream.wait_for_requests(2)
+    assert _files(out) and len(_files(out)) == 1
+    upstream.emit([_columnar(1_200, 1_300, "pandas"), *_rows(1_300, 1_301)])
+    upstream.wait_for_requests(3)
+    upstream.complete()
+    stats = sink.result.result(timeout=60)
+    assert (stats.rows, stats.batches) == (1_301, 2)
+    assert upstream.requests == [2, 2, 2]
+    assert _read(spark, out) == _rows(0, 1_301)
+
+
+def test_sink_rows_convert_column_by_column_with_missing_keys_as_null(spark: Any) -> None:
+    from flowpy.spark._arrow import ArrowBatches
+
+    batches = ArrowBatches(spark, SCHEMA)
+    table = batches.table([{"id": 1, "name": "a", "score": 0.5}, {"id": 2}])
+    assert table.to_pylist() == [{"id": 1, "name": "a", "score": 0.5}, {"id": 2, "name": None, "score": None}]
+    inferred = ArrowBatches(spark, None).table([{"id": 1}, {"id": 2, "extra": "x"}])
+    assert inferred.to_pylist() == [{"id": 1, "extra": None}, {"id": 2, "extra": "x"}]
 
 
 @pytest.mark.timeout(60)

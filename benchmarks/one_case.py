@@ -1,0 +1,33 @@
+"""Run one throughput case once, for instruction counting with valgrind.
+
+    valgrind --tool=callgrind --callgrind-out-file=/dev/null \\
+        python benchmarks/one_case.py {c,python} {submit,submit_many,limit} ITEMS
+
+Instructions per item are the difference between two sizes divided by the
+difference in items, which cancels interpreter start-up; docs/performance.md
+quotes the figures. The case is benchmarks/throughput.py's 1 -> 1 run on the
+default executor.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from benchmarks.throughput import append_then_drain, flowpy_run
+from flowpy import _impl
+
+
+def main() -> None:
+    implementation, mode, items = sys.argv[1], sys.argv[2], int(sys.argv[3])
+    if mode == "limit":
+        append_then_drain(items)
+        return
+    with _impl.using(implementation):  # type: ignore[arg-type]
+        flowpy_run(1, 1, items, many=mode == "submit_many")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,1217 @@
+/*
+ * flowpy._cbuffered: the compiled BufferedSubscription.
+ *
+ * This is the C twin of flowpy/_buffered.py, which stays the readable
+ * reference: the same methods, the same state, the same observable
+ * behaviour. Read that file first; the comments here cover only what is
+ * particular to C.
+ *
+ * Locking. The Python reference guards its state with a threading.Lock and
+ * pairs racy reads Dekker-style. Here every state change is a run of C
+ * statements that calls no Python code, so the GIL makes it atomic: no
+ * other thread runs between two C statements unless this thread calls into
+ * Python (a method, a Py_DECREF that may run __del__, an allocation of a GC
+ * object that may run a collection) or releases the GIL. The rules this file
+ * keeps:
+ *
+ *   - A "section" is a run of statements between two such calls. Each
+ *     section leaves the object consistent; the sections below correspond
+ *     one to one to the `with self._lock:` blocks and the racy
+ *     store-then-load pairs of the reference.
+ *   - References given up inside a section (the executor on close, an old
+ *     pending error, buffered items on release) are moved to locals and
+ *     released only after the section ends.
+ *   - No subscriber method and no handler is ever called inside a section,
+ *     which is the reference's "never under self._lock".
+ *   - Borrowed pointers into the ring are never kept across a call into
+ *     Python: the ring may be reallocated by the producer, or freed on close.
+ *
+ * The module declares Py_MOD_GIL_USED: on a free-threaded interpreter the
+ * GIL is enabled again when it is imported, since these sections rely on it.
+ */
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include "pythread.h"
+#include <stddef.h>  /* offsetof */
+
+#ifndef Py_T_PYSSIZET
+#include "structmember.h"
+#define Py_T_PYSSIZET T_PYSSIZET
+#define Py_READONLY READONLY
+#endif
+
+#define MAX_DEMAND 0x7fffffffffffffffLL /* 2**63 - 1: unbounded (rule 3.17) */
+#define INITIAL_RING 32                 /* first ring allocation, as in the JDK */
+
+typedef struct {
+    PyObject *type;
+    PyObject *str_on_subscribe;
+    PyObject *str_on_next;
+    PyObject *str_on_error;
+    PyObject *str_on_complete;
+    PyObject *str_acquire;
+    PyObject *str_release;
+    PyObject *str_notify_all;
+    PyObject *str_wait;
+} module_state;
+
+typedef struct {
+    PyObject_HEAD
+    /* The subscriber; NULL (None to Python) once closed (rule 3.13). */
+    PyObject *subscriber;
+    PyObject *handler;  /* handler(subscriber, exc) when on_next raises; NULL if none */
+    PyObject *space;    /* the publisher's threading.Condition for producers waiting for space */
+    PyObject *weakreflist;
+
+    /* --- The buffer: appended to by the producer, popped by the consumer --- */
+    PyObject **ring;     /* power-of-two array of `size` slots; NULL before the first offer */
+    Py_ssize_t size;
+    Py_ssize_t head;     /* index of the oldest item */
+    Py_ssize_t count;    /* items buffered */
+    Py_ssize_t capacity; /* slots the producer may fill; 0 once closed */
+
+    /* --- The reference's lock-guarded state (see the sections above) --- */
+    long long demand;        /* outstanding request(n) total; MAX_DEMAND = unbounded */
+    PyObject *pending_error; /* the error for a due on_error, or NULL */
+    PyObject *execute;       /* hands a task to the executor; NULL once closed */
+    char running;            /* a consumer task is pending or running; 1 forever once closed */
+    char pending;            /* a task was handed to the executor and no thread has claimed it */
+    char complete;           /* on_complete is due once the buffer is empty */
+    char stop;               /* on_error or a silent cancel is due; buffered items are dropped */
+    char closed;             /* terminal; set before the terminal signal is delivered */
+
+    /* --- Racy flags: set by any thread, cleared by the consumer --- */
+    char alert;   /* look at stop and waiting before delivering the next item */
+    char waiting; /* a producer waits for space (written under the publisher's lock) */
+
+    /* --- Consumer task only; read by producers on the slow path --- */
+    char opened;            /* on_subscribe was delivered */
+    unsigned long consumer; /* ident of the thread inside consume(), 0 if none */
+} BufObject;
+
+static inline module_state *
+state_of(BufObject *self)
+{
+    return (module_state *)PyType_GetModuleState(Py_TYPE(self));
+}
+
+/* --- Exceptions: the same on 3.10 to 3.13 -------------------------------- */
+
+/* Take the raised exception (normalised, traceback attached); NULL if none. */
+static PyObject *
+take_exception(void)
+{
+#if PY_VERSION_HEX >= 0x030C0000
+    return PyErr_GetRaisedException();
+#else
+    PyObject *type, *value, *tb;
+    PyErr_Fetch(&type, &value, &tb);
+    if (type == NULL) {
+        return NULL;
+    }
+    PyErr_NormalizeException(&type, &value, &tb);
+    if (tb != NULL) {
+        PyException_SetTraceback(value, tb);
+        Py_DECREF(tb);
+    }
+    Py_DECREF(type);
+    return value;
+#endif
+}
+
+/* Raise `exc` again; steals the reference. */
+static void
+restore_exception(PyObject *exc)
+{
+#if PY_VERSION_HEX >= 0x030C0000
+    PyErr_SetRaisedException(exc);
+#else
+    PyObject *tb = PyException_GetTraceback(exc);
+    PyObject *type = (PyObject *)Py_TYPE(exc);
+    Py_INCREF(type);
+    PyErr_Restore(type, exc, tb);
+#endif
+}
+
+/* While `earlier` (stolen) was propagating, another exception was raised:
+   keep the new one, with `earlier` as its __context__, as Python does. */
+static void
+chain_exception(PyObject *earlier)
+{
+    PyObject *later = take_exception();
+    if (later == NULL) {
+        restore_exception(earlier);
+        return;
+    }
+    if (later != earlier) {
+        PyException_SetContext(later, earlier); /* steals earlier */
+    }
+    else {
+        Py_DECREF(earlier);
+    }
+    restore_exception(later);
+}
+
+static inline int
+is_exception(PyObject *exc)
+{
+    return PyObject_TypeCheck(exc, (PyTypeObject *)PyExc_Exception);
+}
+
+/* Py_XDECREF of what may be a last reference, whose __del__ then runs Python
+   code, while an exception may be raised: it is set aside meanwhile. */
+static void
+release_keeping_error(PyObject *obj)
+{
+    if (obj == NULL) {
+        return;
+    }
+    PyObject *pending = take_exception();
+    Py_DECREF(obj);
+    if (pending != NULL) {
+        restore_exception(pending);
+    }
+}
+
+/* --- The ring ---------------------------------------------------------------- */
+
+/* Room for `needed` items in all; may reallocate. Calls no Python code. */
+static int
+ring_grow(BufObject *self, Py_ssize_t needed)
+{
+    if (needed <= self->size) {
+        return 0;
+    }
+    Py_ssize_t size = self->size ? self->size : INITIAL_RING;
+    while (size < needed) {
+        if (size > PY_SSIZE_T_MAX / 2) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        size *= 2;
+    }
+    PyObject **ring = PyMem_New(PyObject *, size);
+    if (ring == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    Py_ssize_t mask = self->size - 1;
+    for (Py_ssize_t i = 0; i < self->count; i++) {
+        ring[i] = self->ring[(self->head + i) & mask];
+    }
+    PyMem_Free(self->ring);
+    self->ring = ring;
+    self->size = size;
+    self->head = 0;
+    return 0;
+}
+
+static inline int
+ring_reserve(BufObject *self)
+{
+    return self->count < self->size ? 0 : ring_grow(self, self->count + 1);
+}
+
+/* Remove and return the oldest item (a new reference to the caller). */
+static inline PyObject *
+ring_pop(BufObject *self)
+{
+    PyObject *item = self->ring[self->head];
+    self->head = (self->head + 1) & (self->size - 1);
+    self->count--;
+    return item;
+}
+
+/* Empty the buffer: detach in one section, then release the items. */
+static void
+ring_clear(BufObject *self)
+{
+    PyObject **ring = self->ring;
+    Py_ssize_t size = self->size, head = self->head, count = self->count;
+    self->ring = NULL;
+    self->size = self->head = self->count = 0;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        Py_DECREF(ring[(head + i) & (size - 1)]);
+    }
+    PyMem_Free(ring);
+}
+
+/* --- Small sections ------------------------------------------------------------ */
+
+/* Mark closed (the reference's _close_locked). Returns the executor, which
+   the caller releases once the section is over. */
+static PyObject *
+close_section(BufObject *self)
+{
+    PyObject *execute = self->execute;
+    self->closed = 1;
+    self->running = 1;
+    self->capacity = 0;
+    self->stop = 1;
+    self->alert = 1;
+    self->execute = NULL;
+    return execute;
+}
+
+static int
+claim_pending(BufObject *self)
+{
+    if (!self->pending) {
+        return 0;
+    }
+    self->pending = 0;
+    return 1;
+}
+
+/* --- Slow paths that call Python ---------------------------------------------- */
+
+static int consume(BufObject *self);
+
+/* with space: waiting = False; space.notify_all() */
+static int
+signal_waiter(BufObject *self)
+{
+    module_state *st = state_of(self);
+    PyObject *space = Py_NewRef(self->space);
+    PyObject *r = PyObject_CallMethodNoArgs(space, st->str_acquire);
+    if (r == NULL) {
+        Py_DECREF(space);
+        return -1;
+    }
+    Py_DECREF(r);
+    self->waiting = 0;
+    r = PyObject_CallMethodNoArgs(space, st->str_notify_all);
+    PyObject *earlier = NULL;
+    if (r == NULL) {
+        earlier = take_exception();
+    }
+    else {
+        Py_DECREF(r);
+    }
+    r = PyObject_CallMethodNoArgs(space, st->str_release);
+    Py_DECREF(space);
+    if (r == NULL) {
+        if (earlier != NULL) {
+            chain_exception(earlier);
+        }
+        return -1;
+    }
+    Py_DECREF(r);
+    if (earlier != NULL) {
+        restore_exception(earlier);
+        return -1;
+    }
+    return 0;
+}
+
+/* Drop the buffer and the subscriber (rule 3.13) and free a waiting producer. */
+static int
+release(BufObject *self)
+{
+    ring_clear(self);
+    PyObject *subscriber = self->subscriber;
+    self->subscriber = NULL;
+    Py_XDECREF(subscriber);
+    if (self->waiting) {
+        return signal_waiter(self);
+    }
+    return 0;
+}
+
+/* Run `release` while `earlier` (stolen, or NULL) propagates: the `finally:`
+   of the reference. Returns -1 with an exception set if either failed. */
+static int
+release_finally(BufObject *self, PyObject *earlier)
+{
+    if (release(self) < 0) {
+        if (earlier != NULL) {
+            chain_exception(earlier);
+        }
+        return -1;
+    }
+    if (earlier != NULL) {
+        restore_exception(earlier);
+        return -1;
+    }
+    return 0;
+}
+
+static int
+close_silently(BufObject *self)
+{
+    PyObject *execute = close_section(self);
+    Py_XDECREF(execute);
+    return release(self);
+}
+
+/* Close and deliver on_error(error), or the pending error, or nothing.
+   `error` is borrowed. A failing on_error is dropped unless it is a
+   BaseException that is not an Exception (rule 2.13). */
+static int
+close_on_error(BufObject *self, PyObject *error)
+{
+    if (self->closed) {
+        return 0;
+    }
+    PyObject *old = self->pending_error;
+    self->pending_error = NULL;
+    if (error == NULL) {
+        error = old; /* the reference moves to `error` */
+        old = NULL;
+    }
+    else {
+        Py_INCREF(error);
+    }
+    PyObject *execute = close_section(self);
+    /* The section is over. */
+    Py_XDECREF(old);
+    Py_XDECREF(execute);
+    PyObject *subscriber = Py_XNewRef(self->subscriber);
+    PyObject *earlier = NULL;
+    if (error != NULL && subscriber != NULL) {
+        PyObject *r = PyObject_CallMethodOneArg(subscriber, state_of(self)->str_on_error, error);
+        if (r == NULL) {
+            if (PyErr_ExceptionMatches(PyExc_Exception)) {
+                PyErr_Clear();
+            }
+            else {
+                earlier = take_exception();
+            }
+        }
+        else {
+            Py_DECREF(r);
+        }
+    }
+    Py_XDECREF(error);
+    Py_XDECREF(subscriber);
+    return release_finally(self, earlier);
+}
+
+/* The handler, then close with on_error(exc). `exc` is borrowed. */
+static int
+on_next_failed(BufObject *self, PyObject *subscriber, PyObject *exc)
+{
+    PyObject *handler = Py_XNewRef(self->handler);
+    if (handler != NULL) {
+        PyObject *r = PyObject_CallFunctionObjArgs(handler, subscriber, exc, NULL);
+        Py_DECREF(handler);
+        if (r == NULL) {
+            if (!PyErr_ExceptionMatches(PyExc_Exception)) {
+                /* KeyboardInterrupt or the like from the handler: the stream still
+                   ends with on_error(exc), whatever that raises; then the
+                   handler's exception goes on. */
+                PyObject *raised = take_exception();
+                PyException_SetContext(raised, Py_NewRef(exc));
+                if (close_on_error(self, exc) < 0) {
+                    PyErr_Clear();
+                }
+                restore_exception(raised);
+                return -1;
+            }
+            PyErr_Clear(); /* the handler's own failure is ignored, as in the JDK */
+        }
+        else {
+            Py_DECREF(r);
+        }
+    }
+    return close_on_error(self, exc);
+}
+
+/* A stop or a waiting producer: returns 1 to stop delivering, 0 to go on, -1 on error. */
+static int
+on_alert(BufObject *self)
+{
+    self->alert = 0;
+    if (self->stop) {
+        self->alert = 1;
+        return 1;
+    }
+    if (self->waiting && signal_waiter(self) < 0) {
+        return -1;
+    }
+    return 0;
+}
+
+/* The reference's _start_signal: start the consumer task; never raises an
+   Exception (rules 3.15, 3.16). `execute` is a new reference or NULL, read in
+   the same section that set running and pending. If the executor refuses,
+   the subscription closes and the subscriber gets on_error with the
+   executor's exception on this thread (after on_subscribe if that is due). */
+static PyObject *buf_run(PyObject *self, PyObject *unused);
+
+static PyMethodDef run_def = {
+    "_run", buf_run, METH_NOARGS,
+    PyDoc_STR("The consumer task: run consume() if this thread claims the pending task."),
+};
+
+static int
+start_signal(BufObject *self, PyObject *execute)
+{
+    if (execute == NULL) {
+        return 0;
+    }
+    PyObject *r = NULL;
+    PyObject *run = PyCFunction_New(&run_def, (PyObject *)self);
+    if (run != NULL) {
+        r = PyObject_CallOneArg(execute, run);
+    }
+    PyObject *exc = r == NULL ? take_exception() : NULL;
+    Py_XDECREF(run);
+    Py_DECREF(execute);
+    if (r == NULL) { /* the executor refused the task */
+        if (claim_pending(self)) {
+            PyObject *old = NULL;
+            if (!self->stop) {
+                old = self->pending_error;
+                self->pending_error = Py_NewRef(exc);
+                self->stop = 1;
+            }
+            Py_XDECREF(old);
+            if (consume(self) < 0) {
+                Py_DECREF(exc);
+                return -1;
+            }
+        }
+        if (!is_exception(exc)) {
+            restore_exception(exc);
+            return -1;
+        }
+        Py_DECREF(exc);
+        return 0;
+    }
+    Py_DECREF(r);
+    if (self->waiting) {
+        return signal_waiter(self);
+    }
+    return 0;
+}
+
+/* Set running and pending, and read the executor, in one section. */
+static inline PyObject *
+mark_started(BufObject *self)
+{
+    self->running = 1;
+    self->pending = 1;
+    return Py_XNewRef(self->execute);
+}
+
+/* --- The consumer task ------------------------------------------------------------ */
+
+/* The reference's _deliver: deliver signals until there is nothing to do. */
+static int
+deliver(BufObject *self)
+{
+    PyObject *subscriber = self->subscriber;
+    if (subscriber == NULL) {
+        return 0;
+    }
+    Py_INCREF(subscriber);
+    module_state *st = state_of(self);
+    PyObject *on_next = NULL;
+    PyObject *exc = NULL;
+    int result = -1;
+    if (!self->opened) {
+        self->opened = 1;
+        PyObject *r = PyObject_CallMethodOneArg(subscriber, st->str_on_subscribe, (PyObject *)self);
+        if (r == NULL) {
+            exc = take_exception();
+            if (close_on_error(self, exc) < 0) {
+                goto done;
+            }
+            if (!is_exception(exc)) {
+                restore_exception(exc);
+                exc = NULL;
+                goto done;
+            }
+            result = 0;
+            goto done;
+        }
+        Py_DECREF(r);
+    }
+    on_next = PyObject_GetAttr(subscriber, st->str_on_next);
+    if (on_next == NULL) {
+        goto done;
+    }
+    for (;;) {
+        if (self->stop) {
+            result = close_on_error(self, NULL);
+            goto done;
+        }
+        long long demand = self->demand;
+        if (demand && self->count) {
+            Py_ssize_t n = self->count;
+            if ((long long)n > demand) {
+                n = (Py_ssize_t)demand;
+            }
+            for (Py_ssize_t i = 0; i < n && self->count; i++) {
+                PyObject *item = ring_pop(self);
+                if (self->alert) {
+                    int alerted = on_alert(self);
+                    if (alerted) {
+                        if (alerted < 0) {
+                            exc = take_exception();
+                        }
+                        Py_DECREF(item); /* dropped, as the reference drops it */
+                        if (alerted < 0) {
+                            goto failed;
+                        }
+                        break;
+                    }
+                }
+                PyObject *args[2] = {NULL, item}; /* args[0]: room for a bound method's self */
+                PyObject *r = PyObject_Vectorcall(on_next, args + 1, 1 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
+                if (r == NULL) {
+                    exc = take_exception();
+                    Py_DECREF(item);
+                    goto failed;
+                }
+                Py_DECREF(item);
+                Py_DECREF(r);
+            }
+            if (demand != MAX_DEMAND) {
+                self->demand -= n;
+            }
+            continue;
+        }
+        /* Exit handshake, one section. The reference clears "running" and
+           then looks again, because a producer may append between its two
+           steps; here no other thread runs inside the section, so the one
+           look is final. */
+        if (self->stop) {
+            continue;
+        }
+        if (self->count) {
+            if (self->demand) {
+                continue;
+            }
+        }
+        else if (self->complete) {
+            PyObject *execute = close_section(self);
+            Py_XDECREF(execute);
+            break;
+        }
+        self->running = 0;
+        result = 0;
+        goto done;
+    }
+    {
+        PyObject *r = PyObject_CallMethodNoArgs(subscriber, st->str_on_complete);
+        PyObject *earlier = NULL;
+        if (r == NULL) {
+            if (PyErr_ExceptionMatches(PyExc_Exception)) {
+                PyErr_Clear(); /* rule 2.13: a failing terminal signal is dropped */
+            }
+            else {
+                earlier = take_exception();
+            }
+        }
+        else {
+            Py_DECREF(r);
+        }
+        result = release_finally(self, earlier);
+        goto done;
+    }
+failed: /* exc: what on_next (or the wake-up of a waiting producer) raised */
+    if (on_next_failed(self, subscriber, exc) < 0) {
+        goto done;
+    }
+    if (!is_exception(exc)) {
+        restore_exception(exc);
+        exc = NULL;
+        goto done;
+    }
+    result = 0;
+done:
+    release_keeping_error(exc);
+    release_keeping_error(on_next);
+    release_keeping_error(subscriber); /* maybe the last reference, after release() */
+    return result;
+}
+
+static int
+consume(BufObject *self)
+{
+    self->consumer = PyThread_get_thread_ident();
+    int result = deliver(self);
+    self->consumer = 0;
+    return result;
+}
+
+/* --- Methods ------------------------------------------------------------------------ */
+
+static PyObject *
+buf_run(PyObject *op, PyObject *Py_UNUSED(unused))
+{
+    BufObject *self = (BufObject *)op;
+    if (claim_pending(self) && consume(self) < 0) {
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
+static PyObject *
+buf_consume(PyObject *op, PyObject *Py_UNUSED(unused))
+{
+    if (consume((BufObject *)op) < 0) {
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
+static PyObject *buf_signal_error(PyObject *op, PyObject *error);
+
+static PyObject *
+buf_request(PyObject *op, PyObject *n)
+{
+    BufObject *self = (BufObject *)op;
+    if (PyLong_CheckExact(n)) {
+        int overflow;
+        long long value = PyLong_AsLongLongAndOverflow(n, &overflow);
+        if (value == -1 && PyErr_Occurred()) {
+            return NULL;
+        }
+        if (overflow > 0 || value > 0) {
+            if (self->closed) {
+                Py_RETURN_NONE;
+            }
+            if (overflow > 0 || value >= MAX_DEMAND - self->demand) {
+                self->demand = MAX_DEMAND;
+            }
+            else {
+                self->demand += value;
+            }
+            if (self->running) {
+                Py_RETURN_NONE;
+            }
+            if (start_signal(self, mark_started(self)) < 0) {
+                return NULL;
+            }
+            Py_RETURN_NONE;
+        }
+    }
+    /* Not a positive int: the shared check says which error, if any. */
+    PyObject *demand_module = PyImport_ImportModule("flowpy._demand");
+    if (demand_module == NULL) {
+        return NULL;
+    }
+    PyObject *error = PyObject_CallMethod(demand_module, "check_request", "O", n);
+    Py_DECREF(demand_module);
+    if (error == NULL) {
+        return NULL;
+    }
+    PyObject *r;
+    if (error != Py_None) {
+        r = buf_signal_error(op, error);
+    }
+    else { /* an int subclass other than bool */
+        PyObject *exact = PyNumber_Long(n);
+        if (exact == NULL) {
+            Py_DECREF(error);
+            return NULL;
+        }
+        r = buf_request(op, exact);
+        Py_DECREF(exact);
+    }
+    Py_DECREF(error);
+    return r;
+}
+
+static PyObject *
+buf_signal_error(PyObject *op, PyObject *error)
+{
+    BufObject *self = (BufObject *)op;
+    if (self->closed) {
+        Py_RETURN_NONE;
+    }
+    PyObject *old = NULL;
+    if (error != Py_None) {
+        old = self->pending_error;
+        self->pending_error = Py_NewRef(error);
+    }
+    self->stop = 1;
+    self->alert = 1;
+    PyObject *execute = NULL;
+    int start = !self->running;
+    if (start) {
+        execute = mark_started(self);
+    }
+    /* The section is over. */
+    Py_XDECREF(old);
+    if (start && start_signal(self, execute) < 0) {
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
+static PyObject *
+buf_cancel(PyObject *op, PyObject *Py_UNUSED(unused))
+{
+    return buf_signal_error(op, Py_None);
+}
+
+static PyObject *
+buf_signal_subscribe(PyObject *op, PyObject *Py_UNUSED(unused))
+{
+    BufObject *self = (BufObject *)op;
+    PyObject *execute = mark_started(self);
+    if (execute == NULL) {
+        PyErr_SetString(PyExc_AssertionError, "signal_subscribe is the first signal");
+        return NULL;
+    }
+    PyObject *r = NULL;
+    PyObject *run = PyCFunction_New(&run_def, op);
+    if (run != NULL) {
+        r = PyObject_CallOneArg(execute, run);
+    }
+    PyObject *exc = r == NULL ? take_exception() : NULL;
+    Py_XDECREF(run);
+    Py_DECREF(execute);
+    if (r == NULL) {
+        if (close_silently(self) < 0) {
+            chain_exception(exc);
+        }
+        else {
+            restore_exception(exc);
+        }
+        return NULL;
+    }
+    Py_DECREF(r);
+    Py_RETURN_NONE;
+}
+
+static PyObject *
+buf_signal_complete(PyObject *op, PyObject *Py_UNUSED(unused))
+{
+    BufObject *self = (BufObject *)op;
+    if (self->closed || self->complete) {
+        Py_RETURN_NONE;
+    }
+    self->complete = 1;
+    if (self->running) {
+        Py_RETURN_NONE;
+    }
+    if (start_signal(self, mark_started(self)) < 0) {
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
+/* The producer's fast path; the caller holds the publisher's lock. */
+static PyObject *
+buf_offer(PyObject *op, PyObject *item)
+{
+    BufObject *self = (BufObject *)op;
+    Py_ssize_t n = self->count;
+    if (n >= self->capacity) {
+        return PyLong_FromLong(self->closed ? -1 : 0);
+    }
+    if (ring_reserve(self) < 0) {
+        return NULL;
+    }
+    self->ring[(self->head + n) & (self->size - 1)] = Py_NewRef(item);
+    self->count = n + 1;
+    if (!self->running && self->demand) {
+        if (start_signal(self, mark_started(self)) < 0) {
+            return NULL;
+        }
+    }
+    return PyLong_FromSsize_t(n + 1);
+}
+
+/* Buffer every item of a list (none is None) if all fit: the batch form of
+   offer, for submit_many. The caller holds the publisher's lock. */
+static PyObject *
+buf_extend(PyObject *op, PyObject *items)
+{
+    BufObject *self = (BufObject *)op;
+    if (!PyList_CheckExact(items)) {
+        PyErr_Format(PyExc_TypeError, "items must be a list, got %R", items);
+        return NULL;
+    }
+    Py_ssize_t k = PyList_GET_SIZE(items);
+    Py_ssize_t n = self->count;
+    if (k > self->capacity - n) {
+        return PyLong_FromLong(self->closed ? -1 : 0);
+    }
+    if (ring_grow(self, n + k) < 0) {
+        return NULL;
+    }
+    Py_ssize_t mask = self->size - 1;
+    for (Py_ssize_t i = 0; i < k; i++) {
+        self->ring[(self->head + n + i) & mask] = Py_NewRef(PyList_GET_ITEM(items, i));
+    }
+    self->count = n + k;
+    if (!self->running && self->demand) {
+        if (start_signal(self, mark_started(self)) < 0) {
+            return NULL;
+        }
+    }
+    return PyLong_FromSsize_t(n + k);
+}
+
+static PyObject *
+buf_free_slots(PyObject *op, PyObject *Py_UNUSED(unused))
+{
+    BufObject *self = (BufObject *)op;
+    Py_ssize_t free = self->capacity - self->count;
+    return PyLong_FromSsize_t(free > 0 ? free : 0);
+}
+
+static inline int
+has_space(BufObject *self)
+{
+    return self->count < self->capacity || self->closed;
+}
+
+static PyObject *
+buf_has_space(PyObject *op, PyObject *Py_UNUSED(unused))
+{
+    return PyBool_FromLong(has_space((BufObject *)op));
+}
+
+static PyObject *
+buf_claim_pending(PyObject *op, PyObject *Py_UNUSED(unused))
+{
+    return PyBool_FromLong(claim_pending((BufObject *)op));
+}
+
+static PyObject *
+buf_wait_for_space(PyObject *op, PyObject *timeout)
+{
+    BufObject *self = (BufObject *)op;
+    if (claim_pending(self)) {
+        if (consume(self) < 0) {
+            return NULL;
+        }
+        Py_RETURN_TRUE;
+    }
+    self->waiting = 1;
+    self->alert = 1;
+    if (has_space(self) || self->pending) {
+        self->waiting = 0;
+        Py_RETURN_TRUE;
+    }
+    return PyObject_CallMethodOneArg(self->space, state_of(self)->str_wait, timeout);
+}
+
+static PyObject *
+buf_stop_waiting(PyObject *op, PyObject *Py_UNUSED(unused))
+{
+    ((BufObject *)op)->waiting = 0;
+    Py_RETURN_NONE;
+}
+
+static PyObject *
+buf_lag(PyObject *op, PyObject *Py_UNUSED(unused))
+{
+    return PyLong_FromSsize_t(((BufObject *)op)->count);
+}
+
+static PyObject *
+buf_estimate_demand(PyObject *op, PyObject *Py_UNUSED(unused))
+{
+    BufObject *self = (BufObject *)op;
+    return PyLong_FromLongLong(self->demand - (long long)self->count);
+}
+
+static PyObject *
+buf_has_task(PyObject *op, PyObject *Py_UNUSED(unused))
+{
+    BufObject *self = (BufObject *)op;
+    return PyBool_FromLong(self->running && !self->closed);
+}
+
+static PyObject *
+buf_delivering_here(PyObject *op, PyObject *Py_UNUSED(unused))
+{
+    BufObject *self = (BufObject *)op;
+    return PyBool_FromLong(self->consumer != 0 && self->consumer == PyThread_get_thread_ident());
+}
+
+static PyObject *
+buf_get_is_closed(PyObject *op, void *Py_UNUSED(closure))
+{
+    return PyBool_FromLong(((BufObject *)op)->closed);
+}
+
+static PyObject *
+buf_get_subscriber(PyObject *op, void *Py_UNUSED(closure))
+{
+    PyObject *subscriber = ((BufObject *)op)->subscriber;
+    return Py_NewRef(subscriber != NULL ? subscriber : Py_None);
+}
+
+static PyObject *
+buf_repr(PyObject *op)
+{
+    BufObject *self = (BufObject *)op;
+    PyObject *subscriber = self->subscriber != NULL ? self->subscriber : Py_None;
+    Py_INCREF(subscriber);
+    PyObject *r;
+    if (self->closed) {
+        r = PyUnicode_FromFormat("<BufferedSubscription closed subscriber=%R>", subscriber);
+    }
+    else {
+        r = PyUnicode_FromFormat("<BufferedSubscription demand=%lld buffered=%zd subscriber=%R>",
+                                 self->demand, self->count, subscriber);
+    }
+    Py_DECREF(subscriber);
+    return r;
+}
+
+/* --- Life cycle ------------------------------------------------------------------------ */
+
+static PyObject *
+buf_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
+{
+    static char *keywords[] = {"subscriber", "execute", "capacity", "handler", "space", NULL};
+    PyObject *subscriber, *execute, *handler, *space;
+    Py_ssize_t capacity;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOnOO:BufferedSubscription", keywords,
+                                     &subscriber, &execute, &capacity, &handler, &space)) {
+        return NULL;
+    }
+    BufObject *self = (BufObject *)type->tp_alloc(type, 0);
+    if (self == NULL) {
+        return NULL;
+    }
+    self->subscriber = Py_NewRef(subscriber);
+    self->execute = Py_NewRef(execute);
+    self->handler = handler == Py_None ? NULL : Py_NewRef(handler);
+    self->space = Py_NewRef(space);
+    self->capacity = capacity;
+    return (PyObject *)self;
+}
+
+static int
+buf_traverse(PyObject *op, visitproc visit, void *arg)
+{
+    BufObject *self = (BufObject *)op;
+    Py_VISIT(Py_TYPE(op));
+    Py_VISIT(self->subscriber);
+    Py_VISIT(self->handler);
+    Py_VISIT(self->space);
+    Py_VISIT(self->execute);
+    Py_VISIT(self->pending_error);
+    for (Py_ssize_t i = 0; i < self->count; i++) {
+        Py_VISIT(self->ring[(self->head + i) & (self->size - 1)]);
+    }
+    return 0;
+}
+
+static int
+buf_clear(PyObject *op)
+{
+    BufObject *self = (BufObject *)op;
+    ring_clear(self);
+    Py_CLEAR(self->subscriber);
+    Py_CLEAR(self->handler);
+    Py_CLEAR(self->space);
+    Py_CLEAR(self->execute);
+    Py_CLEAR(self->pending_error);
+    return 0;
+}
+
+static void
+buf_dealloc(PyObject *op)
+{
+    BufObject *self = (BufObject *)op;
+    PyTypeObject *type = Py_TYPE(op);
+    PyObject_GC_UnTrack(op);
+    if (self->weakreflist != NULL) {
+        PyObject_ClearWeakRefs(op);
+    }
+    (void)buf_clear(op);
+    type->tp_free(op);
+    Py_DECREF(type);
+}
+
+static PyMethodDef buf_methods[] = {
+    {"request", buf_request, METH_O,
+     PyDoc_STR("Add n to the demand and start delivery (rules 3.8, 3.9, 3.17); never raises (3.16).")},
+    {"cancel", buf_cancel, METH_NOARGS,
+     PyDoc_STR("Stop delivery and drop buffered items; idempotent (rules 3.5, 3.7, 3.12).")},
+    {"signal_subscribe", buf_signal_subscribe, METH_NOARGS,
+     PyDoc_STR("Start the task that delivers on_subscribe; an executor's refusal propagates.")},
+    {"signal_complete", buf_signal_complete, METH_NOARGS,
+     PyDoc_STR("Deliver on_complete after the buffered items, as far as demand allows.")},
+    {"signal_error", buf_signal_error, METH_O,
+     PyDoc_STR("Drop buffered items and deliver on_error(error), or close silently if None.")},
+    {"offer", buf_offer, METH_O,
+     PyDoc_STR("Buffer item; return the items now buffered, 0 if full, -1 if closed.")},
+    {"extend", buf_extend, METH_O,
+     PyDoc_STR("Buffer all items of a list if they fit; return the items now buffered, 0 if not, -1 if closed.")},
+    {"free_slots", buf_free_slots, METH_NOARGS,
+     PyDoc_STR("How many items offer would take now; 0 if full or closed.")},
+    {"has_space", buf_has_space, METH_NOARGS,
+     PyDoc_STR("Whether offer would not return 0: there is room, or it is closed.")},
+    {"claim_pending", buf_claim_pending, METH_NOARGS,
+     PyDoc_STR("Take over a task that the executor has not started; then run consume().")},
+    {"wait_for_space", buf_wait_for_space, METH_O,
+     PyDoc_STR("Block until there is space, or closure, or timeout seconds pass.")},
+    {"stop_waiting", buf_stop_waiting, METH_NOARGS,
+     PyDoc_STR("Forget that a producer waits for space; the publisher's lock is held.")},
+    {"lag", buf_lag, METH_NOARGS,
+     PyDoc_STR("Items buffered and not yet taken (a racy estimate, for monitoring).")},
+    {"estimate_demand", buf_estimate_demand, METH_NOARGS,
+     PyDoc_STR("Outstanding demand less buffered items (a racy estimate, for monitoring).")},
+    {"has_task", buf_has_task, METH_NOARGS,
+     PyDoc_STR("Whether a consumer task is queued or running (a racy reading, for monitoring).")},
+    {"consume", buf_consume, METH_NOARGS,
+     PyDoc_STR("Deliver signals until there is nothing to do; called by the one thread holding the task.")},
+    {"delivering_here", buf_delivering_here, METH_NOARGS,
+     PyDoc_STR("Whether this thread is inside consume(), that is, inside one of the subscriber's methods.")},
+    {"_run", buf_run, METH_NOARGS,
+     PyDoc_STR("The consumer task: run consume() if this thread claims the pending task.")},
+    {"__class_getitem__", Py_GenericAlias, METH_O | METH_CLASS,
+     PyDoc_STR("See PEP 585.")},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyGetSetDef buf_getset[] = {
+    {"is_closed", buf_get_is_closed, NULL,
+     PyDoc_STR("Whether a terminal signal was delivered or the subscription was cancelled."), NULL},
+    {"subscriber", buf_get_subscriber, NULL,
+     PyDoc_STR("The subscriber; None once the subscription closed (rule 3.13)."), NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyMemberDef buf_members[] = {
+    {"__weaklistoffset__", Py_T_PYSSIZET, offsetof(BufObject, weakreflist), Py_READONLY, NULL},
+    {NULL, 0, 0, 0, NULL},
+};
+
+PyDoc_STRVAR(buf_doc,
+"BufferedSubscription(subscriber, execute, capacity, handler, space)\n"
+"--\n\n"
+"A bounded buffer of items for one subscriber, drained by one task at a time.\n\n"
+"The compiled twin of flowpy._buffered.BufferedSubscription, with the same\n"
+"behaviour. request and cancel may be called from any thread; offer only by\n"
+"the producer holding the publisher's lock. Subscriber methods run only in\n"
+"the consumer task, never inside one of this object's state changes.");
+
+static PyType_Slot buf_slots[] = {
+    {Py_tp_doc, (void *)buf_doc},
+    {Py_tp_new, buf_new},
+    {Py_tp_dealloc, buf_dealloc},
+    {Py_tp_traverse, buf_traverse},
+    {Py_tp_clear, buf_clear},
+    {Py_tp_repr, buf_repr},
+    {Py_tp_methods, buf_methods},
+    {Py_tp_getset, buf_getset},
+    {Py_tp_members, buf_members},
+    {0, NULL},
+};
+
+static PyType_Spec buf_spec = {
+    .name = "flowpy._cbuffered.BufferedSubscription",
+    .basicsize = sizeof(BufObject),
+    .itemsize = 0,
+    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC
+#ifdef Py_TPFLAGS_IMMUTABLETYPE
+             | Py_TPFLAGS_IMMUTABLETYPE
+#endif
+    ,
+    .slots = buf_slots,
+};
+
+/* --- The module ------------------------------------------------------------------------- */
+
+static int
+intern_into(PyObject **slot, const char *name)
+{
+    *slot = PyUnicode_InternFromString(name);
+    return *slot == NULL ? -1 : 0;
+}
+
+static int
+cbuffered_exec(PyObject *module)
+{
+    module_state *st = (module_state *)PyModule_GetState(module);
+    if (intern_into(&st->str_on_subscribe, "on_subscribe") < 0
+        || intern_into(&st->str_on_next, "on_next") < 0
+        || intern_into(&st->str_on_error, "on_error") < 0
+        || intern_into(&st->str_on_complete, "on_complete") < 0
+        || intern_into(&st->str_acquire, "acquire") < 0
+        || intern_into(&st->str_release, "release") < 0
+        || intern_into(&st->str_notify_all, "notify_all") < 0
+        || intern_into(&st->str_wait, "wait") < 0) {
+        return -1;
+    }
+    st->type = PyType_FromModuleAndSpec(module, &buf_spec, NULL);
+    if (st->type == NULL) {
+        return -1;
+    }
+    if (PyModule_AddObjectRef(module, "BufferedSubscription", st->type) < 0) {
+        return -1;
+    }
+    PyObject *max_demand = PyLong_FromLongLong(MAX_DEMAND);
+    if (max_demand == NULL) {
+        return -1;
+    }
+    int added = PyModule_AddObjectRef(module, "MAX_DEMAND", max_demand);
+    Py_DECREF(max_demand);
+    return added;
+}
+
+static int
+cbuffered_traverse(PyObject *module, visitproc visit, void *arg)
+{
+    module_state *st = (module_state *)PyModule_GetState(module);
+    Py_VISIT(st->type);
+    return 0;
+}
+
+static int
+cbuffered_clear(PyObject *module)
+{
+    module_state *st = (module_state *)PyModule_GetState(module);
+    Py_CLEAR(st->type);
+    Py_CLEAR(st->str_on_subscribe);
+    Py_CLEAR(st->str_on_next);
+    Py_CLEAR(st->str_on_error);
+    Py_CLEAR(st->str_on_complete);
+    Py_CLEAR(st->str_acquire);
+    Py_CLEAR(st->str_release);
+    Py_CLEAR(st->str_notify_all);
+    Py_CLEAR(st->str_wait);
+    return 0;
+}
+
+static void
+cbuffered_free(void *module)
+{
+    (void)cbuffered_clear((PyObject *)module);
+}
+
+static PyModuleDef_Slot cbuffered_slots[] = {
+    {Py_mod_exec, cbuffered_exec},
+#ifdef Py_mod_gil
+    /* The state changes above rely on the GIL: a free-threaded interpreter
+       must enable it again rather than run this module without it. */
+    {Py_mod_gil, Py_MOD_GIL_USED},
+#endif
+    {0, NULL},
+};
+
+PyDoc_STRVAR(cbuffered_doc,
+"The compiled core of flowpy.SubmissionPublisher: BufferedSubscription in C.\n\n"
+"flowpy._buffered is the reference implementation; see flowpy.implementation.");
+
+static struct PyModuleDef cbuffered_module = {
+    PyModuleDef_HEAD_INIT,
+    .m_name = "flowpy._cbuffered",
+    .m_doc = cbuffered_doc,
+    .m_size = sizeof(module_state),
+    .m_slots = cbuffered_slots,
+    .m_traverse = cbuffered_traverse,
+    .m_clear = cbuffered_clear,
+    .m_free = cbuffered_free,
+};
+
+PyMODINIT_FUNC
+PyInit__cbuffered(void)
+{
+    return PyModuleDef_Init(&cbuffered_module);
+}

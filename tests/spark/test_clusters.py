@@ -1,0 +1,128 @@
+"""The sink, the publisher, the processor and the job on every kind of session.
+
+``any_spark`` is a classic local session, a classic session on a standalone
+master and worker, and a Spark Connect session, in turn (see conftest.py):
+the same code and the same assertions for all three.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from flowpy.spark import DataFramePublisher, ParquetSink, SparkProcessor, is_connect, publish_stream
+from flowpy.spark.job import run
+from flowpy.submission import SubmissionPublisher
+from tests.spark.helpers import Arrivals
+from tests.support import Recorder
+
+SCHEMA = "id BIGINT, name STRING"
+
+
+def _rows(start: int, stop: int) -> list[dict[str, Any]]:
+    return [{"id": i, "name": f"n{i}"} for i in range(start, stop)]
+
+
+@pytest.mark.timeout(180)
+def test_sink_writes_rows_and_record_batches_on_every_session(any_spark: Any, tmp_path: Path) -> None:
+    import pyarrow as pa
+
+    out = str(tmp_path / "out")
+    sink = ParquetSink(any_spark, out, batch_size=3, schema=SCHEMA)
+    with SubmissionPublisher[Any](max_buffer_capacity=4) as publisher:
+        publisher.subscribe(sink)
+        for row in _rows(0, 4):
+            publisher.submit(row)
+        publisher.submit(pa.Table.from_pylist(_rows(4, 1_004)).to_batches()[0])
+        publisher.submit(pa.Table.from_pylist(_rows(1_004, 1_010)))
+    stats = sink.result.result(timeout=150)
+    assert (stats.rows, stats.batches) == (1_010, 2)
+    assert (sink.rows_committed, sink.batches_committed) == (1_010, 2)
+    read = any_spark.read.parquet(out).orderBy("id").collect()
+    assert [row.asDict() for row in read] == _rows(0, 1_010)
+
+
+@pytest.mark.timeout(180)
+def test_publisher_rows_and_arrow_modes_on_every_session(any_spark: Any) -> None:
+    df = any_spark.range(0, 25_000, 1, 3).selectExpr("id", "id * 2 AS twice")
+    rows = Recorder(initial=5)
+    DataFramePublisher(df).subscribe(rows)
+    arrivals = Arrivals()
+    rows.on_next_hook = arrivals
+    arrivals.wait_for(5, timeout=150)
+    rows.cancel()
+    assert rows.items[:5] == [{"id": i, "twice": 2 * i} for i in range(5)]
+
+    batches = Recorder(initial=2**63 - 1)
+    DataFramePublisher(df, mode="arrow", max_rows_per_batch=4_000).subscribe(batches)
+    assert batches.done.wait(150) and batches.completed and batches.violations == []
+    assert all(batch.num_rows <= 4_000 for batch in batches.items)
+    ids = [i for batch in batches.items for i in batch.column("id").to_pylist()]
+    assert ids == list(range(25_000))
+    assert batches.items[0].schema.names == ["id", "twice"]
+
+
+@pytest.mark.timeout(180)
+def test_processor_transforms_rows_and_batches_on_every_session(any_spark: Any) -> None:
+    import pyarrow as pa
+
+    processor = SparkProcessor(any_spark, lambda df: df.selectExpr("id", "id * 2 AS twice"), batch_size=2,
+                               schema="id BIGINT")
+    recorder = Recorder(initial=1_000)
+    processor.subscribe(recorder)
+    with SubmissionPublisher[Any](max_buffer_capacity=8) as publisher:
+        publisher.subscribe(processor)
+        publisher.submit({"id": 0})
+        publisher.submit(pa.record_batch([pa.array(range(1, 50), pa.int64())], names=["id"]))
+        publisher.submit({"id": 50})
+    assert recorder.done.wait(150) and recorder.completed
+    assert recorder.items == [{"id": i, "twice": 2 * i} for i in range(51)]
+
+
+@pytest.mark.timeout(240)
+def test_job_on_every_session(any_spark: Any, tmp_path: Path) -> None:
+    report = run(any_spark, str(tmp_path / "flights"), limit=5_000, producers=2, batch_size=2_000, chunk=1_000,
+                 out=open("/dev/null", "w"))  # noqa: SIM115 - closed with the process
+    assert report.ok and report.replayed == report.written == 5_000
+    assert report.batches == 3
+    assert report.names["UA"] == "United Air Lines Inc."
+
+
+@pytest.mark.spark_cluster("connect")
+@pytest.mark.timeout(180)
+def test_publisher_cancel_interrupts_the_query_on_connect(spark_sessions: Any) -> None:
+    """The query under way is interrupted by its tag: the server's two cores are free again at once."""
+    connect = spark_sessions.get("connect")
+    assert is_connect(connect)
+    from pyspark.sql.functions import udf
+
+    @udf("long")
+    def slow(value):  # type: ignore[no-untyped-def]
+        import time
+
+        time.sleep(0.01)  # both partitions run for hours unless the query is interrupted
+        return value
+
+    recorder = Recorder(initial=1)
+    DataFramePublisher(connect.range(0, 10**9, 1, 2).select(slow("id").alias("id"))).subscribe(recorder)
+    assert recorder.subscribed.wait(60)
+    time.sleep(3)  # let both tasks start on the server: the client sees no notification of that
+    recorder.cancel()
+    assert connect.range(10).count() == 10  # would wait for the slow tasks if they still held the cores
+    assert recorder.items == [] and not recorder.done.is_set(), recorder.error
+
+
+@pytest.mark.spark_cluster("connect")
+def test_stream_on_connect_is_refused_at_call_time(spark_sessions: Any) -> None:
+    connect = spark_sessions.get("connect")
+    stream = connect.readStream.format("rate").load()
+    message = (
+        r"^publish_stream needs a classic SparkSession: Spark Connect runs foreachBatch on the server, "
+        r"so the query cannot wait for this process's subscribers; write the stream with "
+        r"writeStream\.format\('parquet'\) and publish the files with DataFramePublisher$"
+    )
+    with pytest.raises(NotImplementedError, match=message):
+        publish_stream(stream)

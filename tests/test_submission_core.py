@@ -1,0 +1,452 @@
+"""The core's error paths and reference handling, in both implementations.
+
+Every test here runs once against the pure-Python core and once against the
+compiled one (tests/core_impl.py): exceptions that are not ``Exception``
+raised by subscriber methods and handlers, items whose ``__del__`` calls back
+into the publisher, demand at and past the 64-bit limit, and garbage
+collection of subscriptions caught in reference cycles.
+"""
+
+from __future__ import annotations
+
+import gc
+import subprocess
+import sys
+import threading
+import weakref
+from typing import Any
+
+import pytest
+
+from flowpy import direct_executor
+from flowpy.executors import DaemonThreadPool
+from flowpy.flow import Subscriber, Subscription
+from flowpy.submission import SubmissionPublisher
+from tests.support import ManualExecutor, Recorder, RejectingExecutor
+
+MAX = 2**63 - 1
+
+
+class Abort(BaseException):
+    """Not an ``Exception``: flowpy lets it propagate, as it does ``KeyboardInterrupt``."""
+
+
+def manual(capacity: int = 8, handler: Any = None) -> tuple[SubmissionPublisher[Any], ManualExecutor]:
+    executor = ManualExecutor()
+    return SubmissionPublisher(executor, capacity, handler), executor
+
+
+def test_the_fixture_switches_the_class_submission_publisher_builds(core_impl: str) -> None:
+    publisher, _ = manual()
+    publisher.subscribe(Recorder())
+    (subscription,) = publisher._subscriptions
+    expected = "flowpy._buffered" if core_impl == "python" else "flowpy._cbuffered"
+    assert type(subscription).__module__ == expected
+    publisher.close()
+
+
+# --- BaseException from subscriber methods and handlers -----------------------------------
+
+
+def test_on_subscribe_raising_base_exception_delivers_on_error_then_propagates() -> None:
+    publisher, executor = manual()
+    abort = Abort("stop in on_subscribe")
+
+    class Failing(Recorder):
+        def on_subscribe(self, subscription: Any) -> None:
+            super().on_subscribe(subscription)
+            raise abort
+
+    recorder = Failing(initial=MAX)
+    publisher.subscribe(recorder)
+    with pytest.raises(Abort) as raised:
+        executor.run_one()
+    assert raised.value is abort
+    assert recorder.kinds() == ["on_subscribe", "on_error"] and recorder.error is abort
+    assert publisher.submit(1) == 0 and publisher.number_of_subscribers == 0
+
+
+def test_on_next_raising_base_exception_calls_handler_then_on_error_then_propagates() -> None:
+    handled: list[BaseException] = []
+    publisher, executor = manual(handler=lambda s, e: handled.append(e))
+    abort = Abort("stop in on_next")
+
+    def fail(item: int) -> None:
+        if item == 1:
+            raise abort
+
+    recorder = Recorder(initial=MAX, on_next_hook=fail)
+    publisher.subscribe(recorder)
+    executor.run_all()
+    for i in range(4):
+        publisher.submit(i)
+    with pytest.raises(Abort) as raised:
+        executor.run_all()
+    assert raised.value is abort and handled == [abort]
+    assert recorder.items == [0, 1] and recorder.error is abort
+    assert recorder.kinds()[-1] == "on_error" and recorder.violations == []
+    assert publisher.submit(5) == 0
+
+
+def test_handler_raising_base_exception_propagates_with_the_on_next_error_as_context() -> None:
+    abort = Abort("stop in the handler")
+    boom = ValueError("bad item")
+
+    def handler(subscriber: Any, error: BaseException) -> None:
+        raise abort
+
+    publisher, executor = manual(handler=handler)
+
+    def fail(item: int) -> None:
+        raise boom
+
+    recorder = Recorder(initial=MAX, on_next_hook=fail)
+    publisher.subscribe(recorder)
+    executor.run_all()
+    publisher.submit(1)
+    with pytest.raises(Abort) as raised:
+        executor.run_all()
+    assert raised.value is abort and raised.value.__context__ is boom
+    # The stream still ends (on_error with the on_next failure), then the handler's exception goes on.
+    assert recorder.kinds() == ["on_subscribe", "on_next", "on_error"] and recorder.error is boom
+    assert publisher.submit(2) == 0
+
+
+@pytest.mark.parametrize("method", ["on_error", "on_complete"])
+def test_terminal_signal_raising_base_exception_propagates_after_release(method: str) -> None:
+    abort = Abort(f"stop in {method}")
+
+    class Failing(Recorder):
+        def on_error(self, error: BaseException) -> None:
+            super().on_error(error)
+            raise abort
+
+        def on_complete(self) -> None:
+            super().on_complete()
+            raise abort
+
+    publisher, executor = manual()
+    recorder = Failing(initial=MAX)
+    publisher.subscribe(recorder)
+    executor.run_all()
+    subscription = recorder.subscription
+    assert subscription is not None
+    publisher.submit(1)
+    if method == "on_error":
+        publisher.close_exceptionally(ValueError("closed"))
+    else:
+        publisher.close()
+    with pytest.raises(Abort) as raised:
+        executor.run_all()
+    assert raised.value is abort
+    assert recorder.kinds()[-1] == method
+    assert subscription.is_closed and subscription.subscriber is None  # type: ignore[attr-defined]
+
+
+def test_on_error_raising_exception_is_dropped_and_the_subscription_released() -> None:
+    class Failing(Recorder):
+        def on_error(self, error: BaseException) -> None:
+            super().on_error(error)
+            raise RuntimeError("on_error failed")
+
+    publisher, executor = manual()
+    recorder = Failing(initial=MAX)
+    publisher.subscribe(recorder)
+    executor.run_all()
+    subscription = recorder.subscription
+    recorder.request(0)  # rule 3.9: on_error(ValueError)
+    executor.run_all()
+    assert isinstance(recorder.error, ValueError)
+    assert subscription is not None and subscription.subscriber is None  # type: ignore[attr-defined]
+    publisher.close()
+
+
+# --- Items whose __del__ calls back into the publisher -------------------------------------
+
+
+class Reentrant:
+    """An item that, when freed, runs ``action`` (which calls the publisher)."""
+
+    __slots__ = ("action", "value")
+
+    def __init__(self, value: int, action: Any) -> None:
+        self.value = value
+        self.action = action
+
+    def __del__(self) -> None:
+        action, self.action = self.action, None
+        if action is not None:
+            action(self.value)
+
+
+class Values(Subscriber[Any]):
+    """Keeps only each item's ``value``, so an item is freed as soon as ``on_next`` returns."""
+
+    def __init__(self, initial: int) -> None:
+        self.initial = initial
+        self.values: list[int] = []
+        self.subscription: Subscription | None = None
+        self.terminal: list[str] = []
+
+    def on_subscribe(self, subscription: Subscription) -> None:
+        self.subscription = subscription
+        subscription.request(self.initial)
+
+    def on_next(self, item: Reentrant) -> None:
+        self.values.append(item.value)
+
+    def on_error(self, error: BaseException) -> None:
+        self.terminal.append("on_error")
+
+    def on_complete(self) -> None:
+        self.terminal.append("on_complete")
+
+
+def test_items_freed_after_on_next_may_submit_more_items() -> None:
+    publisher: SubmissionPublisher[Any] = SubmissionPublisher(direct_executor, 4)
+
+    def on_free(value: int) -> None:
+        if value < 50:
+            publisher.submit(Reentrant(value + 1, on_free))
+
+    subscriber = Values(initial=MAX)
+    publisher.subscribe(subscriber)
+    publisher.submit(Reentrant(0, on_free))
+    publisher.close()
+    assert subscriber.values == list(range(51))
+    assert subscriber.terminal == ["on_complete"]
+
+
+def test_items_freed_after_on_next_may_cancel_and_request() -> None:
+    publisher, executor = manual(capacity=16)
+    subscriber = Values(initial=3)
+
+    def on_free(value: int) -> None:
+        assert subscriber.subscription is not None
+        if value == 2:
+            subscriber.subscription.request(2)  # demand for two more, from inside the drain loop
+        elif value == 4:
+            subscriber.subscription.cancel()
+
+    publisher.subscribe(subscriber)
+    executor.run_all()
+    for i in range(10):
+        publisher.submit(Reentrant(i, on_free))
+    executor.run_all()
+    assert subscriber.values == [0, 1, 2, 3, 4]
+    assert publisher.number_of_subscribers == 0 and subscriber.terminal == []
+
+
+def test_buffered_items_freed_on_cancel_may_call_the_publisher() -> None:
+    publisher, executor = manual(capacity=8)
+    calls: list[int] = []
+
+    def on_free(value: int) -> None:
+        calls.append(publisher.offer(100 + value))  # the subscription is closed: no one left
+
+    recorder = Recorder()
+    publisher.subscribe(recorder)
+    executor.run_all()
+    for i in range(5):
+        publisher.submit(Reentrant(i, on_free))
+    recorder.cancel()
+    executor.run_all()  # the cancel drops the five buffered items
+    gc.collect()
+    assert sorted(calls) == [0] * 5
+    assert recorder.kinds() == ["on_subscribe"]
+
+
+# --- Demand at the 64-bit limit -----------------------------------------------------------
+
+
+@pytest.mark.parametrize("requests", [[MAX], [MAX, MAX], [2**64], [2**200, 5], [MAX - 1, 1], [MAX - 1, 3]])
+def test_demand_saturates_at_the_long_maximum(requests: list[int]) -> None:
+    publisher, executor = manual()
+    recorder = Recorder()
+    publisher.subscribe(recorder)
+    executor.run_all()
+    assert recorder.subscription is not None
+    for n in requests:
+        recorder.subscription.request(n)
+    assert publisher.estimate_minimum_demand() == MAX
+    for i in range(3):
+        publisher.submit(i)
+    executor.run_all()
+    assert recorder.items == [0, 1, 2]
+    assert publisher.estimate_minimum_demand() == MAX  # unbounded demand is never decremented
+
+
+@pytest.mark.parametrize(
+    ("n", "error"),
+    [
+        (-(2**70), r"^non-positive subscription request: n must be > 0 \(rule 3\.9\), got -1180591620717411303424$"),
+        (-MAX - 1, r"^non-positive subscription request: n must be > 0 \(rule 3\.9\), got -9223372036854775808$"),
+        (True, r"^subscription request must be an int \(rule 3\.9\), got True$"),
+        (1.5, r"^subscription request must be an int \(rule 3\.9\), got 1\.5$"),
+    ],
+)
+def test_invalid_requests_past_the_64_bit_range_signal_on_error(n: Any, error: str) -> None:
+    publisher, executor = manual()
+    recorder = Recorder()
+    publisher.subscribe(recorder)
+    executor.run_all()
+    assert recorder.subscription is not None
+    recorder.subscription.request(n)
+    executor.run_all()
+    assert recorder.kinds() == ["on_subscribe", "on_error"]
+    with pytest.raises((ValueError, TypeError), match=error):
+        raise recorder.error  # type: ignore[misc]
+
+
+def test_int_subclass_request_counts_as_its_int_value() -> None:
+    class Count(int):
+        pass
+
+    publisher, executor = manual()
+    recorder = Recorder()
+    publisher.subscribe(recorder)
+    executor.run_all()
+    assert recorder.subscription is not None
+    recorder.subscription.request(Count(2))
+    for i in range(3):
+        publisher.submit(i)
+    executor.run_all()
+    assert recorder.items == [0, 1]
+    publisher.close()
+
+
+# --- Garbage collection ------------------------------------------------------------------
+
+
+def test_abandoned_subscription_in_a_cycle_through_its_items_is_collected() -> None:
+    publisher, executor = manual()
+
+    class Holder(Recorder):
+        pass
+
+    recorder = Holder()
+    publisher.subscribe(recorder)
+    executor.run_all()
+    subscription = recorder.subscription
+
+    class Node:
+        pass
+
+    item = Node()
+    item.subscription = subscription  # type: ignore[attr-defined]
+    publisher.submit(item)  # buffered, never requested: subscription -> item -> subscription
+    publisher.close()  # on_complete waits for demand that never comes
+    refs = [weakref.ref(subscription), weakref.ref(recorder), weakref.ref(item)]
+    del item, recorder, subscription, publisher, executor
+    gc.collect()
+    assert [r() for r in refs] == [None, None, None]
+
+
+def test_subscriber_and_items_are_released_on_close() -> None:
+    publisher, executor = manual()
+    freed: list[int] = []
+    subscriber = Values(initial=2)
+    publisher.subscribe(subscriber)
+    executor.run_all()
+    for i in range(4):
+        publisher.submit(Reentrant(i, freed.append))
+    executor.run_all()
+    assert freed == [0, 1]  # delivered: freed after on_next
+    assert subscriber.subscription is not None
+    subscriber.subscription.cancel()
+    executor.run_all()
+    assert freed == [0, 1, 2, 3]  # buffered: freed on cancel
+    publisher.close()
+    ref = weakref.ref(subscriber)
+    del subscriber
+    assert ref() is None  # no cycle to collect: the closed subscription dropped it (rule 3.13)
+
+
+def test_repr_names_the_state() -> None:
+    publisher, executor = manual()
+    recorder = Recorder(initial=3)
+    publisher.subscribe(recorder)
+    executor.run_all()
+    publisher.submit(1)
+    subscription = recorder.subscription
+    assert repr(subscription) == f"<BufferedSubscription demand=3 buffered=1 subscriber={recorder!r}>"
+    recorder.cancel()
+    executor.run_all()
+    assert repr(subscription) == "<BufferedSubscription closed subscriber=None>"
+    publisher.close()
+
+
+# --- Executor refusals that are not Exceptions -------------------------------------------
+
+
+@pytest.mark.parametrize("path", ["request", "submit"])
+def test_executor_raising_base_exception_delivers_on_error_then_propagates(path: str) -> None:
+    abort = Abort("executor stopped")
+    executor = RejectingExecutor(accept=1, error=abort)
+    publisher: SubmissionPublisher[int] = SubmissionPublisher(executor, 4)
+    recorder = Recorder(initial=0 if path == "request" else MAX)
+    publisher.subscribe(recorder)
+    executor.inner.run_all()
+    with pytest.raises(Abort) as raised:
+        if path == "request":
+            recorder.request(1)
+        else:
+            publisher.submit(1)
+    assert raised.value is abort
+    assert recorder.kinds() == ["on_subscribe", "on_error"] and recorder.error is abort
+    assert publisher.number_of_subscribers == 0
+
+
+# --- A producer that finds the producer lock held --------------------------------------------
+
+
+@pytest.mark.timeout(30)
+def test_a_producer_waiting_for_a_held_producer_lock_goes_on_once_it_is_released() -> None:
+    publisher, executor = manual()
+    recorder = Recorder(initial=MAX)
+    publisher.subscribe(recorder)
+    executor.run_all()
+    publisher._lock.acquire()  # another producer's submit, say
+    results: list[int] = []
+    producer = threading.Thread(target=lambda: results.append(publisher.submit(1)))
+    producer.start()
+    producer.join(0.5)  # it yields a few times, then blocks on the lock
+    assert producer.is_alive() and results == []
+    publisher._lock.release()
+    producer.join(10)
+    assert results == [1]
+    executor.run_all()
+    assert recorder.items == [1]
+    publisher.close()
+
+
+@pytest.mark.timeout(60)
+def test_contending_producers_keep_one_order_for_every_subscriber(tiny_switch_interval: None) -> None:
+    pool = DaemonThreadPool(2)
+    publisher: SubmissionPublisher[tuple[int, int]] = SubmissionPublisher(pool, 8)
+    recorders = [Recorder(initial=MAX) for _ in range(3)]
+    for recorder in recorders:
+        publisher.subscribe(recorder)
+
+    def produce(producer: int) -> None:
+        for i in range(2_000):
+            publisher.submit((producer, i))
+
+    threads = [threading.Thread(target=produce, args=(p,)) for p in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    publisher.close()
+    for recorder in recorders:
+        assert recorder.done.wait(30) and recorder.completed
+    assert recorders[0].items == recorders[1].items == recorders[2].items
+    for producer in range(4):
+        assert [i for p, i in recorders[0].items if p == producer] == list(range(2_000))
+    pool.shutdown()
+
+
+def test_interpreters_started_by_a_test_use_the_same_core(core_impl: str) -> None:
+    code = "import flowpy; print(flowpy.implementation)"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
+    assert done.stdout.strip() == core_impl
