@@ -17,15 +17,18 @@ delivers the upstream's items.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable
 from concurrent.futures import Future
-from typing import Any, Generic, TypeVar, overload
+from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
 
 from flowpy import operators, sources
 from flowpy.executors import DEFAULT, Default, Executor
-from flowpy.flow import Publisher, Subscriber
+from flowpy.flow import Publisher, Subscriber, default_buffer_size
 from flowpy.operators import ConnectablePublisher, OverflowPolicy
 from flowpy.subscribers import BlockingIterator, LambdaSubscriber
+
+if TYPE_CHECKING:
+    from flowpy.interop.asyncio import PublisherAsyncIterator
 
 __all__ = ["ConnectableFlowable", "Flowable"]
 
@@ -78,9 +81,11 @@ class Flowable(Publisher[T_co]):
 
     @staticmethod
     def range(start: int, count: int) -> Flowable[int]:
-        """Publish ``start, ..., start + count - 1`` on the requesting thread.
+        """Publish ``count`` ints from ``start``: ``range(5, 3)`` is 5, 6, 7 (RxJava's ``range``, not Python's).
 
-        See :class:`~flowpy.sources.RangePublisher`.
+        ``Flowable.range(start, count)`` publishes ``start, ..., start + count - 1``
+        on the requesting thread; Python's ``range(start, stop)`` stops before
+        ``stop``. See :class:`~flowpy.sources.RangePublisher`.
         """
         return Flowable(sources.RangePublisher(start, count))
 
@@ -251,6 +256,32 @@ class Flowable(Publisher[T_co]):
     def blocking_iter(self, prefetch: int = 256, *, timeout: float | None = None) -> BlockingIterator[T_co]:
         """A blocking iterator with at most ``prefetch`` items ahead (see :func:`flowpy.operators.blocking_iter`)."""
         return operators.blocking_iter(self._publisher, prefetch, timeout=timeout)
+
+    def to_async_iterator(self, *, prefetch: int = default_buffer_size()) -> PublisherAsyncIterator[T_co]:
+        """Subscribe now and return an asyncio async iterator with at most ``prefetch`` items requested ahead.
+
+        See :func:`flowpy.interop.asyncio.to_async_iterator`: it requests
+        ``prefetch`` items, then three quarters of ``prefetch`` each time the
+        consumer has taken as many, and cancels the subscription when the loop
+        is left (``break``, an exception, or the consuming task cancelled) once
+        the iterator is finalised, or at once on ``aclose()``.
+
+        Raises:
+            TypeError: if ``prefetch`` is not an int.
+            ValueError: if ``prefetch`` is not positive.
+        """
+        # Imported here: interop sits above flowable in the module layering.
+        from flowpy.interop.asyncio import to_async_iterator
+
+        return to_async_iterator(self._publisher, prefetch=prefetch)
+
+    def __aiter__(self) -> AsyncIterator[T_co]:
+        """``async for item in flowable``: :meth:`to_async_iterator` with the default prefetch.
+
+        Each ``async for`` subscribes afresh; it needs a running asyncio loop
+        (with anyio or trio, use :mod:`flowpy.interop.anyio`).
+        """
+        return self.to_async_iterator().__aiter__()
 
     def __repr__(self) -> str:
         return f"Flowable({self._publisher!r})"

@@ -27,9 +27,14 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any, Final, Generic, Literal, TypeVar, cast, get_args
 
-import reactivex
-from reactivex import Observable, abc
-from reactivex.disposable import Disposable
+from flowpy._extras import missing_extra
+
+try:
+    import reactivex
+    from reactivex import Observable, abc
+    from reactivex.disposable import Disposable
+except ImportError as _error:
+    raise missing_extra(__name__, "reactivex", "rx") from _error
 
 from flowpy import flow
 from flowpy._checks import require, require_positive_int

@@ -46,9 +46,14 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any, Final, Generic, TypeVar
 
-from reactivestreams.publisher import Publisher as RSocketPublisher
-from reactivestreams.subscriber import Subscriber as RSocketSubscriber
-from reactivestreams.subscription import Subscription as RSocketSubscription
+from flowpy._extras import missing_extra
+
+try:
+    from reactivestreams.publisher import Publisher as RSocketPublisher
+    from reactivestreams.subscriber import Subscriber as RSocketSubscriber
+    from reactivestreams.subscription import Subscription as RSocketSubscription
+except ImportError as _error:
+    raise missing_extra(__name__, "rsocket", "rsocket") from _error
 
 from flowpy import flow
 from flowpy import reactivestreams as frs
