@@ -731,6 +731,11 @@ def _check(
         if error is not None and error is not probe.raised:
             if fault_error(error) or isinstance(error, RunEnded):
                 early = True
+            elif scenario.kind == "multicast" and isinstance(error, ProbeInterrupt):
+                # MulticastProcessor serves its subscribers in lock step: a
+                # KeyboardInterrupt from one ends them all with on_error, then
+                # goes on (docs/java-mapping.md, "Exceptions raised by user code").
+                early = True
             elif not probe.cancelled:
                 problems.append(f"{name}: unexpected on_error({error!r})")
                 early = True

@@ -21,19 +21,6 @@ SEEDS = range(100)
 # any other problem fails it. Delete an entry once its defect is fixed.
 KNOWN_DEFECTS: list[tuple[frozenset[str], frozenset[str] | None, re.Pattern[str], str]] = [
     (
-        frozenset({"merge", "flat_map", "on_backpressure_buffer"}),
-        None,
-        re.compile(r"its KeyboardInterrupt from on_next was swallowed"),
-        "a KeyboardInterrupt passed on by a drain that ran inline is taken by SerialDrain._submit "
-        "for an executor refusal and swallowed",
-    ),
-    (
-        frozenset({"multicast"}),
-        None,
-        re.compile(r"its KeyboardInterrupt from on_next was swallowed"),
-        "MulticastProcessor catches BaseException from on_next and only logs it",
-    ),
-    (
         frozenset({"transform"}),
         None,
         re.compile(r"its KeyboardInterrupt from on_next was swallowed|unexpected on_error\(ProbeInterrupt\("),
