@@ -526,7 +526,7 @@ class TransformProcessor(SubmissionPublisher[R], Processor[T, R], Generic[T, R])
         self._count_lock = threading.Lock()
         # --- Guarded by self._count_lock ---------------------------------
         self._started = False  # the first item was requested; set once
-        self._downstream = 0  # subscribers that joined and have not left
+        self._downstream = 0  # subscribers counted by subscribe() that have not left
 
     # --- Subscriber side -----------------------------------------------------
 
@@ -574,8 +574,12 @@ class TransformProcessor(SubmissionPublisher[R], Processor[T, R], Generic[T, R])
         except ClosedPublisherError:
             self._upstream.cancel()  # closed by its owner: nobody will read more
             return
-        except BaseException as exc:  # say, the executor refused a task (rule 2.13: do not raise)
+        except BaseException as exc:
+            # A KeyboardInterrupt or the like from a subscriber this submit ran
+            # inline (that subscription is already ended): this stage ends
+            # too, then it goes on, as it would from fn.
             self._fail(exc)
+            reraise_fatal(exc)
             return
         call_subscription(upstream, 1)
 
@@ -609,17 +613,24 @@ class TransformProcessor(SubmissionPublisher[R], Processor[T, R], Generic[T, R])
         """
         if subscriber is None:
             raise TypeError("subscriber must not be None (rule 1.9)")
-        super().subscribe(_Downstream(self, subscriber))
+        # Counted from here, not from its on_subscribe (which runs later, on
+        # the executor): another subscriber leaving meanwhile must not find
+        # this one uncounted, cancel the upstream and complete it early.
+        with self._count_lock:
+            self._downstream += 1
+        added = False
+        try:
+            added = self._subscribe(_Downstream(self, subscriber))
+        finally:
+            if not added:  # refused by the executor, or a duplicate: it never joined
+                with self._count_lock:
+                    self._downstream -= 1
+        self._start()
 
     @property
     def subscribers(self) -> list[Subscriber[R]]:
         """A new list of the subscribers of open subscriptions (for monitoring)."""
         return [s.wrapped if isinstance(s, _Downstream) else s for s in super().subscribers]
-
-    def _joined(self) -> None:
-        with self._count_lock:
-            self._downstream += 1
-        self._start()
 
     def _left(self) -> None:
         with self._count_lock:
@@ -645,7 +656,6 @@ class _Downstream(Subscriber[R]):
         self.on_next = wrapped.on_next  # type: ignore[method-assign]  # no extra call per item
 
     def on_subscribe(self, subscription: Subscription) -> None:
-        self.processor._joined()
         self.wrapped.on_subscribe(_DownstreamSubscription(self, subscription))
 
     def on_next(self, item: R) -> None:

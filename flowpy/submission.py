@@ -156,6 +156,10 @@ class SubmissionPublisher(Publisher[T], Generic[T]):
         """
         if subscriber is None:
             raise TypeError("subscriber must not be None (rule 1.9)")
+        self._subscribe(subscriber)
+
+    def _subscribe(self, subscriber: Subscriber[T]) -> bool:
+        """Do :meth:`subscribe`; return whether a new subscription was made (not a duplicate)."""
         subscription = BufferedSubscription(
             subscriber, self._execute, self._capacity, self._handler, self._space
         )
@@ -168,7 +172,7 @@ class SubmissionPublisher(Publisher[T], Generic[T]):
                             f"{subscriber!r} is already subscribed to this publisher (rule 2.12)"
                         )
                     )
-                    return
+                    return False
             subscription.signal_subscribe()
             if self._closed_exception is not None:
                 subscription.signal_error(self._closed_exception)
@@ -177,6 +181,7 @@ class SubmissionPublisher(Publisher[T], Generic[T]):
             else:
                 self._subscriptions = (*live, subscription)
                 track(subscription)
+        return True
 
     # --- Producing ------------------------------------------------------------
 

@@ -533,3 +533,41 @@ def test_transform_refused_delivery_fails_downstream_and_cancels_upstream() -> N
     assert subscriber.kinds() == ["on_subscribe", "on_error"] and subscriber.error is executor.error
     assert upstream.cancelled.is_set()  # its last subscriber left
     assert processor.is_closed
+
+
+def test_transform_a_subscriber_leaving_before_another_is_set_up_keeps_the_upstream() -> None:
+    from tests.support import ManualExecutor
+
+    executor = ManualExecutor()
+    processor: TransformProcessor[int, int] = TransformProcessor(abs, executor=executor)
+    upstream = SpyPublisher()
+    upstream.subscribe(processor)
+    first, second = make_recorder(initial=10), make_recorder(initial=10)
+    processor.subscribe(first)
+    processor.subscribe(second)
+    executor.run_one()  # only the first on_subscribe has run
+    first.cancel()
+    assert not upstream.cancelled.is_set() and not processor.is_closed
+    executor.run_all()
+    feed(upstream, -1, -2)
+    upstream.subscriber.on_complete()  # type: ignore[union-attr]
+    executor.run_all()
+    assert second.items == [1, 2] and second.completed
+
+
+def test_transform_subscriber_keyboard_interrupt_from_an_inline_delivery_ends_the_stage_and_goes_on() -> None:
+    processor: TransformProcessor[int, int] = TransformProcessor(abs, executor=direct_executor)
+    upstream = SpyPublisher()
+    upstream.subscribe(processor)
+
+    def interrupt(item: int) -> None:
+        raise KeyboardInterrupt
+
+    other, failing = make_recorder(initial=10), make_recorder(initial=10)
+    failing.on_next_hook = interrupt
+    processor.subscribe(other)
+    processor.subscribe(failing)
+    with pytest.raises(KeyboardInterrupt):
+        feed(upstream, -1)  # submit delivers inline: the interrupt comes out of it
+    assert upstream.cancelled.is_set()
+    assert isinstance(other.error, KeyboardInterrupt) and isinstance(failing.error, KeyboardInterrupt)

@@ -731,10 +731,12 @@ def _check(
         if error is not None and error is not probe.raised:
             if fault_error(error) or isinstance(error, RunEnded):
                 early = True
-            elif scenario.kind == "multicast" and isinstance(error, ProbeInterrupt):
-                # MulticastProcessor serves its subscribers in lock step: a
-                # KeyboardInterrupt from one ends them all with on_error, then
-                # goes on (docs/java-mapping.md, "Exceptions raised by user code").
+            elif scenario.kind in {"multicast", "transform"} and isinstance(error, ProbeInterrupt):
+                # A KeyboardInterrupt from one subscriber is re-raised on the thread it
+                # was raised on (docs/java-mapping.md, "Exceptions raised by user code").
+                # MulticastProcessor serves its subscribers in lock step, so it ends
+                # them all; a TransformProcessor whose blocked submit ran that delivery
+                # gets it from submit, in its own on_next, and ends as a failed stage.
                 early = True
             elif not probe.cancelled:
                 problems.append(f"{name}: unexpected on_error({error!r})")

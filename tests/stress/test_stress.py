@@ -21,20 +21,6 @@ SEEDS = range(100)
 # any other problem fails it. Delete an entry once its defect is fixed.
 KNOWN_DEFECTS: list[tuple[frozenset[str], frozenset[str] | None, re.Pattern[str], str]] = [
     (
-        frozenset({"transform"}),
-        None,
-        re.compile(r"its KeyboardInterrupt from on_next was swallowed|unexpected on_error\(ProbeInterrupt\("),
-        "TransformProcessor takes a subscriber's KeyboardInterrupt, raised while its blocked submit runs "
-        "that subscriber's delivery, for a failure of fn: every subscriber gets on_error with it",
-    ),
-    (
-        frozenset({"transform"}),
-        None,
-        re.compile(r"completed after \d+ of \d+ accepted items \(lost\)"),
-        "TransformProcessor cancels its upstream and completes the other subscribers early when "
-        "one subscriber cancels or fails",
-    ),
-    (
         frozenset({"flat_map", "merge"}),
         frozenset({"reject", "shutdown"}),
         re.compile(r"completed after \d+ of \d+ accepted items \(lost\)"),
