@@ -22,11 +22,8 @@ def _tck(argv: Sequence[str]) -> int:
 
 
 def _job(argv: Sequence[str]) -> int:
-    try:
-        from flowpy.spark.job import main
-    except ImportError as exc:
-        print(f"{_PROG} job: error: {exc}", file=sys.stderr)
-        return 2
+    from flowpy.spark.job import main  # imports pyspark only when the job runs
+
     return main(argv)
 
 
