@@ -153,6 +153,13 @@ class NoopSubscription(flow.Subscription):
         return None
 
 
+class SubscriberSubscription(NoopSubscription):
+    """A :class:`NoopSubscription` that keeps its subscriber, for subclasses that signal it."""
+
+    def __init__(self, subscriber: flow.Subscriber[int]) -> None:
+        self.subscriber = subscriber
+
+
 class CallbackPublisher(flow.Publisher[int]):
     """A publisher whose ``subscribe`` only calls ``on_subscribe_call(subscriber)``: any behaviour, no checks."""
 
@@ -173,10 +180,7 @@ def noop_publisher() -> CallbackPublisher:
     return subscription_publisher(lambda subscriber: NoopSubscription())
 
 
-class _ErrorOnRequest(NoopSubscription):
-    def __init__(self, subscriber: flow.Subscriber[int]) -> None:
-        self.subscriber = subscriber
-
+class _ErrorOnRequest(SubscriberSubscription):
     def request(self, n: int) -> None:
         self.subscriber.on_error(TestException())
 
@@ -186,10 +190,7 @@ def on_erroring_publisher() -> CallbackPublisher:
     return subscription_publisher(_ErrorOnRequest)
 
 
-class _DemandIgnoring(NoopSubscription):
-    def __init__(self, subscriber: flow.Subscriber[int]) -> None:
-        self.subscriber = subscriber
-
+class _DemandIgnoring(SubscriberSubscription):
     def request(self, n: int) -> None:
         i = 0
         while i <= n:  # one too many, on the caller's thread
@@ -421,10 +422,7 @@ class MultiSubscribersPublisher(flow.Publisher[int]):
             subscriber.on_error(RuntimeError("Unexpected additional subscriber"))
 
 
-class _RandomElements(NoopSubscription):
-    def __init__(self, subscriber: flow.Subscriber[int]) -> None:
-        self.subscriber = subscriber
-
+class _RandomElements(SubscriberSubscription):
     def request(self, n: int) -> None:
         for _ in range(n):
             self.subscriber.on_next(random.getrandbits(31))
@@ -435,10 +433,7 @@ def random_elements_publisher() -> CallbackPublisher:
     return subscription_publisher(_RandomElements)
 
 
-class _NextOnRequest(NoopSubscription):
-    def __init__(self, subscriber: flow.Subscriber[int]) -> None:
-        self.subscriber = subscriber
-
+class _NextOnRequest(SubscriberSubscription):
     def request(self, n: int) -> None:
         self.subscriber.on_next(0)  # inside request: recursion without bound
 
@@ -448,10 +443,7 @@ def recursing_publisher() -> CallbackPublisher:
     return subscription_publisher(_NextOnRequest)
 
 
-class _ErrorOnCancel(NoopSubscription):
-    def __init__(self, subscriber: flow.Subscriber[int]) -> None:
-        self.subscriber = subscriber
-
+class _ErrorOnCancel(SubscriberSubscription):
     def cancel(self) -> None:
         self.subscriber.on_error(TestException())
 
@@ -461,10 +453,7 @@ def error_on_cancel_publisher() -> CallbackPublisher:
     return subscription_publisher(_ErrorOnCancel)
 
 
-class _RejectingNonPositive(NoopSubscription):
-    def __init__(self, subscriber: flow.Subscriber[int]) -> None:
-        self.subscriber = subscriber
-
+class _RejectingNonPositive(SubscriberSubscription):
     def request(self, n: int) -> None:
         if n <= 0:
             self.subscriber.on_error(ValueError("Illegal request value detected!"))
@@ -898,10 +887,7 @@ class NoopProcessor(NoopSubscriber, flow.Processor[int, int]):
         subscriber.on_subscribe(NoopSubscription())
 
 
-class _ZeroOnRequest(NoopSubscription):
-    def __init__(self, subscriber: flow.Subscriber[int]) -> None:
-        self.subscriber = subscriber
-
+class _ZeroOnRequest(SubscriberSubscription):
     def request(self, n: int) -> None:
         self.subscriber.on_next(0)
 
@@ -917,10 +903,7 @@ class ErrorIgnoringProcessor(NoopProcessor):
         subscription.request(1)
 
 
-class _TenOnRequest(NoopSubscription):
-    def __init__(self, subscriber: flow.Subscriber[int]) -> None:
-        self.subscriber = subscriber
-
+class _TenOnRequest(SubscriberSubscription):
     def request(self, n: int) -> None:
         for i in range(10):
             self.subscriber.on_next(i)
