@@ -11,7 +11,7 @@ from concurrent.futures import Future, InvalidStateError
 from contextlib import suppress
 from typing import Generic, TypeVar
 
-from flowpy._demand import MAX_DEMAND
+from flowpy._core.demand import MAX_DEMAND
 from flowpy._signals import reraise_fatal
 from flowpy.flow import Publisher, Subscriber, Subscription
 

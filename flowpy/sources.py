@@ -31,8 +31,8 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Generic, TypeVar
 
 from flowpy._checks import require_int, require_positive_int
-from flowpy._demand import MAX_DEMAND, add_demand, check_request
-from flowpy._serial import SerialDrain
+from flowpy._core.demand import MAX_DEMAND, add_demand, check_request
+from flowpy._core.serial import SerialDrain
 from flowpy._signals import report, reraise_fatal, signal_subscribe, signal_terminal
 from flowpy.executors import DEFAULT, Default, Executor, resolve_execute
 from flowpy.flow import Publisher, Subscriber, Subscription

@@ -32,8 +32,8 @@ from typing import TypeVar
 
 from flowpy._checks import require_positive_int
 from flowpy._consumer import subscribe_future
-from flowpy._demand import MAX_DEMAND, replenish_limit
-from flowpy._serial import SerialDrain
+from flowpy._core.demand import MAX_DEMAND, replenish_limit
+from flowpy._core.serial import SerialDrain
 from flowpy._signals import call_subscription, report, reraise_fatal
 from flowpy.executors import DEFAULT, Default, Executor, resolve_execute
 from flowpy.flow import Publisher, Subscriber, Subscription

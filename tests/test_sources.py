@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from flowpy._demand import MAX_DEMAND
+from flowpy._core.demand import MAX_DEMAND
 from flowpy.sources import IterablePublisher, RangePublisher, empty, error, just
 from tests.sources_helpers import (
     WAIT,

@@ -60,7 +60,7 @@ except ImportError as _error:
 
 from flowpy import flow
 from flowpy._checks import require, require_positive_int
-from flowpy._demand import MAX_DEMAND, add_demand, check_request, replenish_limit
+from flowpy._core.demand import MAX_DEMAND, add_demand, check_request, replenish_limit
 from flowpy.flow import default_buffer_size
 from flowpy.interop._common import ForwardingSubscriber
 

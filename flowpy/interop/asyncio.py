@@ -34,7 +34,7 @@ from typing import Generic, TypeVar
 
 from flowpy import flow
 from flowpy._checks import require, require_positive_int
-from flowpy._demand import MAX_DEMAND, add_demand, check_request, replenish_limit
+from flowpy._core.demand import MAX_DEMAND, add_demand, check_request, replenish_limit
 from flowpy._signals import reraise_fatal, signal_subscribe, signal_terminal
 from flowpy.flow import default_buffer_size
 from flowpy.interop._common import (

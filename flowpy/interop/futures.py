@@ -25,7 +25,7 @@ from concurrent.futures import Future
 from typing import Any, Generic, TypeVar
 
 from flowpy import flow
-from flowpy._demand import check_request
+from flowpy._core.demand import check_request
 from flowpy._signals import signal_subscribe
 from flowpy.subscribers import collect, consume
 

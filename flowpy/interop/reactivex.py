@@ -38,7 +38,7 @@ except ImportError as _error:
 
 from flowpy import flow
 from flowpy._checks import require, require_positive_int
-from flowpy._demand import MAX_DEMAND, add_demand, check_request, replenish_limit
+from flowpy._core.demand import MAX_DEMAND, add_demand, check_request, replenish_limit
 from flowpy._signals import reraise_fatal, signal_subscribe
 from flowpy.errors import MissingBackpressureError
 from flowpy.executors import DEFAULT, Default, Executor, Task, resolve_execute

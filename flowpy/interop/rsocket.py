@@ -58,7 +58,7 @@ except ImportError as _error:
 from flowpy import flow
 from flowpy import reactivestreams as frs
 from flowpy._checks import require
-from flowpy._demand import add_demand, check_request
+from flowpy._core.demand import add_demand, check_request
 from flowpy._signals import reraise_fatal, signal_subscribe, signal_terminal
 from flowpy.errors import MissingBackpressureError
 from flowpy.interop._common import post_to_loop, run_on_loop

@@ -18,7 +18,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any, Generic, Literal, TypeVar
 
-from flowpy._demand import MAX_DEMAND, add_demand
+from flowpy._core.demand import MAX_DEMAND, add_demand
 from flowpy._signals import reraise_fatal
 from flowpy.flow import Publisher, Subscriber, Subscription
 from flowpy.operators._base import (

@@ -12,8 +12,8 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable
 from typing import Any
 
-from flowpy._demand import MAX_DEMAND, add_demand, check_request
-from flowpy._serial import SerialDrain
+from flowpy._core.demand import MAX_DEMAND, add_demand, check_request
+from flowpy._core.serial import SerialDrain
 from flowpy._signals import report, reraise_fatal, signal_subscribe
 from flowpy.executors import Task, direct_executor
 from flowpy.flow import Subscriber, Subscription
@@ -107,7 +107,7 @@ class DemandDrain(Subscription, ABC):
     it delivered with :meth:`_produced`, and acts on ``cancelled`` and
     ``_failure`` (signalled at once, ahead of queued items). :meth:`_signal`
     is called after every change that may let it deliver more; the loop
-    (:class:`flowpy._serial.SerialDrain`) then runs :meth:`_drain` on one
+    (:class:`flowpy._core.serial.SerialDrain`) then runs :meth:`_drain` on one
     thread at a time, once more for every signal that came while it ran, so
     subscriber methods are always called serially (rule 1.3).
 

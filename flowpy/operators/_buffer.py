@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any, Generic, TypeVar
 
-from flowpy._demand import MAX_DEMAND
+from flowpy._core.demand import MAX_DEMAND
 from flowpy.flow import Publisher, Subscriber
 from flowpy.operators._base import Relay, require_positive, require_publisher, require_subscriber
 

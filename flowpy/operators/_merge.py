@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, Generic, TypeVar
 
-from flowpy._demand import MAX_DEMAND
+from flowpy._core.demand import MAX_DEMAND
 from flowpy._signals import reraise_fatal, signal_subscribe
 from flowpy.flow import Publisher, Subscriber, Subscription
 from flowpy.operators._base import (

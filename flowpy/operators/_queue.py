@@ -12,7 +12,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any, Generic, TypeVar
 
-from flowpy._demand import replenish_limit
+from flowpy._core.demand import replenish_limit
 from flowpy._signals import signal_subscribe
 from flowpy.errors import MissingBackpressureError
 from flowpy.executors import Task

@@ -16,7 +16,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import Generic, TypeVar
 
-from flowpy._serial import SerialDrain
+from flowpy._core.serial import SerialDrain
 from flowpy._signals import signal_subscribe
 from flowpy.executors import DEFAULT, Default, Executor, Task, resolve_execute
 from flowpy.flow import Publisher, Subscriber, Subscription

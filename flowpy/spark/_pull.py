@@ -15,8 +15,8 @@ from abc import abstractmethod
 from collections.abc import Callable
 from typing import Final, Generic, TypeVar, Union
 
-from flowpy._demand import MAX_DEMAND, add_demand, check_request
-from flowpy._serial import SerialDrain
+from flowpy._core.demand import MAX_DEMAND, add_demand, check_request
+from flowpy._core.serial import SerialDrain
 from flowpy._signals import report, signal_subscribe, signal_terminal
 from flowpy.executors import Task
 from flowpy.flow import Subscriber, Subscription
@@ -47,7 +47,7 @@ Pulled = Union[T, _Marker]  # noqa: UP007 - a runtime alias on 3.10
 # Implementation overview
 #
 # All signals to the subscriber run in the passes of one SerialDrain (from
-# flowpy._serial), so they are serial (rule 1.3) without a lock held across
+# flowpy._core.serial), so they are serial (rule 1.3) without a lock held across
 # them, and a request, cancel or source signal that arrives during a pass
 # makes the drain run once more. The first pass delivers on_subscribe, so a
 # request made inside on_subscribe cannot race it to on_next. A pass emits at

@@ -31,6 +31,14 @@ class SerialDrain:
     that signalled, in place of the drain, and no drain ever runs again: the
     owner must end what it serves.
 
+    Without an executor (:meth:`inline`) the drain runs on the thread whose
+    ``signal()`` found it idle ("the thread that made progress possible"),
+    with none of the bookkeeping a task needs: for per-item loops such as
+    MulticastProcessor's. A ``signal()`` from inside a pass (a ``request``
+    made by ``on_next``) only counts, and the running loop goes round once
+    more, so recursion stays bounded (rule 3.3). ``drain`` returning ``True``
+    just asks for another pass.
+
     Drain functions and ``on_reject`` never overlap, and everything a
     signalling thread did before ``signal()`` happens-before the drain pass
     that sees it (rules 1.3, 2.11).
@@ -49,10 +57,15 @@ class SerialDrain:
 
     def __init__(
         self,
-        execute: Callable[..., object],
+        execute: Callable[..., object] | None,
         drain: Callable[[bool], bool],
         on_reject: Callable[[BaseException], None],
     ) -> None:
+        """Args:
+            execute: runs a task (``execute(task)``); ``None`` runs passes inline.
+            drain: one pass, ``drain(first) -> yield_thread``.
+            on_reject: ``on_reject(exc)`` when ``execute`` raised ``exc``.
+        """
         self._execute = execute
         self._drain = drain
         self._on_reject = on_reject
@@ -65,13 +78,38 @@ class SerialDrain:
         # --- Touched only by the thread running the task ----------------
         self._rerun = False  # a re-submitted task was run inline by the executor
 
+    @classmethod
+    def inline(cls, drain: Callable[[bool], bool]) -> SerialDrain:
+        """A drain whose passes run on the signalling thread; nothing can refuse them."""
+        return cls(None, drain, _never_refused)
+
     def signal(self) -> None:
-        """Record that there is work; start a task if none is queued or running."""
-        with self._lock:
+        """Record that there is work; start a task (or run the loop inline) if none is queued or running."""
+        lock = self._lock
+        with lock:
             self._wip += 1
             if self._wip != 1:
                 return
-        self._submit()
+        if self._execute is not None:
+            self._submit()
+            return
+        # Inline: this thread raised _wip from 0 and owns the loop until it is 0 again.
+        drain = self._drain
+        missed = 1
+        first = True
+        while True:
+            try:
+                drain(first)
+            except BaseException:
+                with lock:
+                    self._wip = 0
+                raise
+            first = False
+            with lock:
+                self._wip -= missed
+                missed = self._wip
+                if missed == 0:
+                    return
 
     def _submit(self) -> None:
         # Caller owns the drain (it raised _wip from 0, or it is the task).
@@ -79,7 +117,7 @@ class SerialDrain:
         depth = getattr(local, "submits", 0)
         local.submits = depth + 1
         try:
-            self._execute(self._run)
+            self._execute(self._run)  # type: ignore[misc]  # not None: inline drains never submit
         except BaseException as exc:
             if getattr(local, "raised", None) is exc:
                 # A synchronous executor ran the task here and the drain
@@ -143,6 +181,10 @@ class SerialDrain:
 
 
 _local = threading.local()
+
+
+def _never_refused(error: BaseException) -> None:
+    raise AssertionError("an inline SerialDrain has no executor to refuse it") from error
 
 
 def _running_here() -> set[SerialDrain]:

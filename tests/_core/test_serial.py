@@ -7,7 +7,7 @@ from collections.abc import Callable
 
 import pytest
 
-from flowpy._serial import SerialDrain
+from flowpy._core.serial import SerialDrain
 from flowpy.executors import DaemonThreadPool, direct_executor
 from tests.support import ManualExecutor, RejectingExecutor
 

@@ -1,0 +1,18 @@
+"""The private primitives every flowpy publisher, subscriber and operator is built on.
+
+One home per concept, each with its own tests under ``tests/_core/``:
+
+* :mod:`~flowpy._core.demand`: demand arithmetic (rules 3.9, 3.17) and the
+  prefetch replenishing rule.
+* :mod:`~flowpy._core.serial`: :class:`~flowpy._core.serial.SerialDrain`,
+  the one drain loop: one pass at a time, no lost wake-up (rules 1.3, 2.7).
+* :mod:`~flowpy._core.upstream`: :class:`~flowpy._core.upstream.UpstreamSlot`,
+  a subscriber's one upstream subscription (rule 2.5).
+* :mod:`~flowpy._core.pull`: the demand-driven subscription that pulls
+  items from a source on a serial drain.
+* :mod:`~flowpy._core.sentinels`: shared marker objects.
+
+Dependencies point one way: these modules import only the API modules
+(``flow``, ``errors``), :mod:`flowpy._signals` and :mod:`flowpy.executors`,
+never an implementation module; implementations import them.
+"""
