@@ -21,7 +21,8 @@ from collections.abc import Callable
 from typing import Any, Generic, TypeVar
 
 from flowpy._checks import require_positive_int
-from flowpy._demand import add_demand, check_request
+from flowpy._core.demand import add_demand, check_request, replenish_limit
+from flowpy._core.serial import SerialDrain
 from flowpy._signals import call_subscription, report, reraise_fatal, signal_subscribe, signal_terminal
 from flowpy.errors import ClosedPublisherError, MissingBackpressureError
 from flowpy.executors import DEFAULT, Default, Executor
@@ -36,9 +37,9 @@ R = TypeVar("R")
 # Implementation overview (MulticastProcessor)
 #
 # Upstream items go into a bounded deque; one "drain" loop at a time moves
-# them to every subscriber. Whoever raises the work-in-progress count from
-# 0 (on_next, a request, a cancel, a subscribe) runs the loop; anyone else
-# only bumps the count, and the running loop goes round once more before it
+# them to every subscriber: an inline SerialDrain. Whoever signals it idle
+# (on_next, a request, a cancel, a subscribe) runs the loop; anyone else
+# only counts a signal, and the running loop goes round once more before it
 # leaves. So every subscriber sees signals serially (rule 1.3), a request
 # from inside on_next returns at once (rule 3.3), and no subscriber method
 # runs under the lock.
@@ -96,6 +97,25 @@ class _Upstream:
             call_subscription(subscription, None)
 
 
+class _View(Generic[T]):
+    """What one drain pass of a :class:`MulticastProcessor` works on, read under its lock.
+
+    One instance per processor, refilled before each pass (no allocation
+    per item); only the thread running the drain touches it.
+    """
+
+    __slots__ = ("demand", "done", "error", "failed", "subscribers", "terminated", "upstream")
+
+    def __init__(self) -> None:
+        self.subscribers: tuple[_MulticastSubscription[T], ...] = ()  # the subscribers this pass serves
+        self.demand = -1  # their least demand; -1 without subscribers
+        self.failed: list[_MulticastSubscription[T]] = []  # detached for invalid requests: to signal
+        self.upstream: Subscription | None = None  # to cancel: the failed ones were the last subscribers
+        self.done = False  # the upstream had signalled its terminal
+        self.error: BaseException | None = None  # the upstream's failure, if done with one
+        self.terminated = False  # the subscribers were given their terminal signal
+
+
 class _MulticastSubscription(Subscription, Generic[T]):
     """One subscriber's link to a :class:`MulticastProcessor`."""
 
@@ -125,7 +145,8 @@ class MulticastProcessor(Processor[T, T]):
     """Dispatches one upstream to many subscribers, in lock step, with prefetch.
 
     It requests ``prefetch`` items from its upstream, queues them, and
-    re-requests half the window each time half of it was delivered. Every
+    re-requests three quarters of the window each time that many were
+    delivered (:func:`flowpy._core.demand.replenish_limit`). Every
     subscriber receives the same items in the same order, none skipped: an
     item goes out only when *every* current subscriber has demand for it,
     so the slowest subscriber paces the others (and the upstream).
@@ -165,7 +186,7 @@ class MulticastProcessor(Processor[T, T]):
             ValueError: if ``prefetch`` is not positive.
         """
         self._prefetch = require_positive_int(prefetch, "prefetch")
-        self._limit = prefetch - (prefetch >> 1)  # replenish at half the window
+        self._limit = replenish_limit(prefetch)  # consumed items that trigger the next request
         # Appended by the upstream's on_next, popped by the drain loop;
         # holds at most `prefetch` items while the upstream obeys rule 1.1.
         self._queue: deque[T] = deque()
@@ -175,10 +196,13 @@ class MulticastProcessor(Processor[T, T]):
         self._terminated = False  # subscribers were given their terminal; no more join
         self._done = False  # the upstream signalled its terminal; set once
         self._error: BaseException | None = None  # the upstream's failure, if any
-        self._wip = 0  # drain requests not yet served; nonzero while a loop runs
         self._failures = False  # some subscription holds an invalid-request error
         # --- Written only by the drain loop ------------------------------
         self._consumed = 0  # items taken from the queue since the last upstream request
+        self._view: _View[T] = _View()  # written by _prepare, read by the pass that follows
+        # Runs _pass on the thread that made progress possible, one at a time;
+        # _prepare runs under self._lock as each pass is claimed.
+        self._signal = SerialDrain.inline(self._pass, lock=self._lock, prepare=self._prepare).signal
         # --- Guarded by its own (leaf) lock, also taken under self._lock --
         self._upstream = _Upstream()
 
@@ -222,7 +246,7 @@ class MulticastProcessor(Processor[T, T]):
         if late:
             signal_terminal(subscriber, error)
         else:
-            self._drain()
+            self._signal()
 
     def _request(self, subscription: _MulticastSubscription[T], n: int) -> None:
         error = check_request(n)
@@ -234,7 +258,7 @@ class MulticastProcessor(Processor[T, T]):
             elif subscription.error is None:
                 subscription.error = error
                 self._failures = True
-        self._drain()
+        self._signal()
 
     def _cancel(self, subscription: _MulticastSubscription[T]) -> None:
         with self._lock:
@@ -243,7 +267,7 @@ class MulticastProcessor(Processor[T, T]):
             upstream = self._remove(subscription)
         if upstream is not None:
             call_subscription(upstream, None)
-        self._drain()  # the leaver may have been the slowest one
+        self._signal()  # the leaver may have been the slowest one
 
     def _remove(self, subscription: _MulticastSubscription[T]) -> Subscription | None:
         """Detach ``subscription``; return the upstream to cancel if it was the last one.
@@ -285,7 +309,7 @@ class MulticastProcessor(Processor[T, T]):
             self._overflow()
             return
         self._queue.append(item)
-        self._drain()
+        self._signal()
 
     def _overflow(self) -> None:
         self._upstream.cancel()
@@ -314,124 +338,98 @@ class MulticastProcessor(Processor[T, T]):
             self._done = True
             self._error = error
         self._upstream.detach()
-        self._drain()
+        self._signal()
 
     # --- The drain loop ------------------------------------------------------
 
-    def _drain(self) -> None:
-        # Locks are taken with acquire/release rather than `with`: this runs
-        # once per upstream item. Nothing between them can raise.
-        lock = self._lock
-        lock.acquire()
-        self._wip += 1
-        if self._wip != 1:
-            lock.release()
-            return
-        view = self._view()
-        lock.release()
-        missed = 1
-        queue = self._queue
-        fatal: BaseException | None = None  # an on_next raised it; re-raised when the loop stops
-        while True:
-            subscribers, demand, failed, upstream, done, error, terminated = view
-            for subscription in failed:
-                signal_terminal(subscription.subscriber, subscription.error)
-            if upstream is not None:
-                call_subscription(upstream, None)
-            if terminated:
-                queue.clear()
-            elif subscribers:
-                if demand > 0 and queue:
-                    fatal = self._emit(subscribers, demand) or fatal
-                if done and not queue:
-                    self._terminate(error)
-                    if fatal is not None:
-                        raise fatal
-                    return  # the loop never runs again
-                if fatal is not None:
-                    self._abort(fatal)  # the loop never runs again
-                    raise fatal
-            lock.acquire()
-            self._wip -= missed
-            missed = self._wip
-            if missed == 0:
-                lock.release()
-                if fatal is not None:
-                    raise fatal
-                return
-            view = self._view()
-            lock.release()
+    def _prepare(self) -> None:
+        """Read the state for the next pass into ``self._view``; detach subscriptions with invalid requests.
 
-    def _view(self) -> tuple[
-        tuple[_MulticastSubscription[T], ...],
-        int,
-        list[_MulticastSubscription[T]],
-        Subscription | None,
-        bool,
-        BaseException | None,
-        bool,
-    ]:
-        """One consistent view for a drain pass; detaches subscriptions with invalid requests.
-
-        Returns the subscribers, their least demand, the failed ones (to
-        signal), an upstream to cancel (if the failed were the last), and
-        ``done``, ``error``, ``terminated``. ``done`` is read before the
-        caller checks the queue for emptiness: every item precedes the
-        terminal signal, so done-then-empty means nothing is left.
-        Caller holds self._lock.
+        Caller holds self._lock (the SerialDrain calls it as it claims a pass).
         """
+        view = self._view
         subscribers = self._subscribers
-        failed: list[_MulticastSubscription[T]] = []
-        upstream = None
         if self._failures:
             self._failures = False
             failed = [s for s in subscribers if s.error is not None]
+            upstream = None
             for subscription in failed:
                 upstream = self._remove(subscription) or upstream
+            view.failed = failed
+            view.upstream = upstream
             subscribers = self._subscribers
         demand = -1
         for subscription in subscribers:
             remaining = subscription.requested - subscription.emitted
             if demand < 0 or remaining < demand:
                 demand = remaining
-        return subscribers, demand, failed, upstream, self._done, self._error, self._terminated
+        view.subscribers = subscribers
+        view.demand = demand
+        view.done = self._done
+        view.error = self._error
+        view.terminated = self._terminated
 
-    def _emit(self, subscribers: tuple[_MulticastSubscription[T], ...], demand: int) -> BaseException | None:
-        """Deliver up to ``demand`` queued items to every subscriber; only from the drain loop.
+    def _pass(self, first: bool) -> bool:
+        """One pass of the drain loop over the state :meth:`_prepare` read; returns ``False``.
 
+        Delivers up to the least demand of queued items to every subscriber.
         A subscriber whose ``on_next`` raises is cancelled and the error
-        reported (rule 2.13); the others go on. Returns the first raised
-        ``BaseException`` that is not an ``Exception``, for the loop to
-        re-raise once it has stopped.
+        reported (rule 2.13); the others go on. A raised ``BaseException``
+        that is not an ``Exception`` ends the processor and is re-raised at
+        the end of the pass. ``done`` was read before the queue is checked
+        for emptiness: every item precedes the terminal signal, so
+        done-then-empty means nothing is left.
         """
-        fatal: BaseException | None = None
+        view = self._view
+        if view.failed:
+            failed, view.failed = view.failed, []
+            for subscription in failed:
+                signal_terminal(subscription.subscriber, subscription.error)
+        if view.upstream is not None:
+            upstream, view.upstream = view.upstream, None
+            call_subscription(upstream, None)
         queue = self._queue
-        limit = self._limit
-        consumed = self._consumed
-        emitted = 0
-        while emitted < demand and queue:
-            item = queue.popleft()
+        if view.terminated:
+            queue.clear()
+            return False
+        subscribers = view.subscribers
+        if not subscribers:
+            return False
+        demand = view.demand
+        fatal: BaseException | None = None
+        if demand > 0 and queue:
+            limit = self._limit
+            consumed = self._consumed
+            emitted = 0
+            while emitted < demand and queue:
+                item = queue.popleft()
+                for subscription in subscribers:
+                    if subscription.cancelled:
+                        continue
+                    try:
+                        subscription.deliver(item)
+                    except BaseException as exc:
+                        subscription.cancel()
+                        report(exc, f"on_next of {subscription.subscriber!r} raised (rule 2.13)")
+                        if fatal is None and not isinstance(exc, Exception):
+                            fatal = exc
+                emitted += 1
+                consumed += 1
+                if consumed == limit:
+                    consumed = 0
+                    current = self._upstream.current
+                    if current is not None:
+                        call_subscription(current, limit)
+            self._consumed = consumed
             for subscription in subscribers:
-                if subscription.cancelled:
-                    continue
-                try:
-                    subscription.deliver(item)
-                except BaseException as exc:
-                    subscription.cancel()
-                    report(exc, f"on_next of {subscription.subscriber!r} raised (rule 2.13)")
-                    if fatal is None and not isinstance(exc, Exception):
-                        fatal = exc
-            emitted += 1
-            consumed += 1
-            if consumed == limit:
-                consumed = 0
-                upstream = self._upstream.current
-                if upstream is not None:
-                    call_subscription(upstream, limit)
-        self._consumed = consumed
-        for subscription in subscribers:
-            subscription.emitted += emitted
-        return fatal
+                subscription.emitted += emitted
+        if view.done and not queue:
+            self._terminate(view.error)
+        elif fatal is not None:
+            self._abort(fatal)
+        if fatal is not None:
+            raise fatal
+        return False
 
     def _abort(self, error: BaseException) -> None:
         """End everything before re-raising ``error`` from a subscriber's ``on_next``; only from the drain loop.

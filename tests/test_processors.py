@@ -52,17 +52,17 @@ def test_multicast_slowest_subscriber_paces_the_others() -> None:
     assert fast.violations == slow.violations == []
 
 
-def test_multicast_replenishes_half_the_prefetch_once_delivered() -> None:
+def test_multicast_replenishes_three_quarters_of_the_prefetch_once_delivered() -> None:
     processor, upstream = connected(prefetch=8)
     subscriber = make_recorder(initial=100)
     processor.subscribe(subscriber)
-    feed(upstream, *range(3))
+    feed(upstream, *range(5))
     assert upstream.requests == [8]
-    feed(upstream, 3)
-    assert upstream.requests == [8, 4]
-    feed(upstream, *range(4, 12))
-    assert upstream.requests == [8, 4, 4, 4]
-    assert subscriber.items == list(range(12))
+    feed(upstream, 5)
+    assert upstream.requests == [8, 6]
+    feed(upstream, *range(6, 14))
+    assert upstream.requests == [8, 6, 6]
+    assert subscriber.items == list(range(14))
 
 
 def test_multicast_queues_items_until_a_subscriber_requests() -> None:

@@ -213,3 +213,121 @@ def test_serial_raising_drain_on_direct_executor_inside_a_yielded_task_propagate
     drain.step = None
     serial.signal()
     assert drain.passes == [True, True, True, True]
+
+
+# --- Inline drains: passes on the signalling thread ---------------------------------
+
+
+def test_inline_drain_runs_on_the_signalling_thread_and_a_reentrant_signal_adds_one_pass() -> None:
+    threads: list[threading.Thread] = []
+    depth = [0]
+    max_depth = [0]
+
+    def drain(first: bool) -> bool:
+        threads.append(threading.current_thread())
+        depth[0] += 1
+        max_depth[0] = max(max_depth[0], depth[0])
+        if len(threads) < 1_000:
+            serial.signal()  # a request from inside on_next: counted, not nested (rule 3.3)
+        depth[0] -= 1
+        return False
+
+    serial = SerialDrain.inline(drain)
+    serial.signal()
+    assert len(threads) == 1_000
+    assert set(threads) == {threading.current_thread()}
+    assert max_depth[0] == 1
+
+
+def test_inline_drain_prepare_runs_under_the_owner_lock_before_each_pass() -> None:
+    lock = threading.Lock()
+    log: list[str] = []
+
+    def prepare() -> None:
+        log.append(f"prepare locked={lock.locked()}")
+
+    def drain(first: bool) -> bool:
+        log.append(f"pass first={first} locked={lock.locked()}")
+        if len(log) == 2:
+            serial.signal()
+        return False
+
+    serial = SerialDrain.inline(drain, lock=lock, prepare=prepare)
+    serial.signal()
+    assert log == [
+        "prepare locked=True",
+        "pass first=True locked=False",
+        "prepare locked=True",
+        "pass first=False locked=False",
+    ]
+    assert not lock.locked()
+
+
+@pytest.mark.parametrize("error", [ValueError("pass failed"), KeyboardInterrupt()])
+def test_inline_raising_drain_propagates_to_the_signaller_and_leaves_the_drain_idle(error: BaseException) -> None:
+    passes: list[bool] = []
+
+    def drain(first: bool) -> bool:
+        passes.append(first)
+        if len(passes) == 1:
+            serial.signal()  # not replayed: the pass that raised ended the owner's work
+            raise error
+        return False
+
+    serial = SerialDrain.inline(drain)
+    with pytest.raises(type(error)):
+        serial.signal()
+    serial.signal()
+    assert passes == [True, True]
+
+
+def test_inline_yielding_drain_just_runs_another_pass() -> None:
+    passes: list[bool] = []
+
+    def drain(first: bool) -> bool:
+        passes.append(first)
+        if len(passes) == 1:
+            serial.signal()
+            return True  # no executor to yield to
+        return False
+
+    serial = SerialDrain.inline(drain)
+    serial.signal()
+    assert passes == [True, False]
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.usefixtures("tiny_switch_interval")
+def test_inline_signals_from_many_threads_never_overlap_and_none_is_lost() -> None:
+    inside = threading.Lock()
+    overlaps: list[int] = []
+    seen = [0]
+    sent = [0]
+    count_lock = threading.Lock()
+
+    def drain(first: bool) -> bool:
+        if not inside.acquire(blocking=False):
+            overlaps.append(1)
+            return False
+        try:
+            with count_lock:
+                seen[0] = sent[0]
+        finally:
+            inside.release()
+        return False
+
+    serial = SerialDrain.inline(drain)
+
+    def signaller() -> None:
+        for _ in range(2_000):
+            with count_lock:
+                sent[0] += 1
+            serial.signal()
+
+    threads = [threading.Thread(target=signaller) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    assert overlaps == []
+    assert seen[0] == sent[0] == 8_000  # the last signal's work was seen by a pass after it
