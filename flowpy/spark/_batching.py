@@ -9,6 +9,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from flowpy._checks import require_positive_int
+from flowpy._core.serial import SerialDrain
 from flowpy.executors import Task
 from flowpy.flow import Subscriber, Subscription
 
@@ -27,11 +28,13 @@ Terminal = BaseException | bool
 # Implementation overview
 #
 # Rows are appended to `_collecting`; a full batch moves to `_ready`, and so
-# does the last partial batch when upstream ends. One worker task at a time
-# (`_working`) takes batches from `_ready` and hands each to `_process`; when
-# `_ready` is empty it clears `_working` and calls `_idle` with the terminal
-# state it saw, under the same lock, so a batch or a terminal signal that
-# arrives later starts a new worker: none is lost.
+# does the last partial batch when upstream ends. The worker is a SerialDrain
+# (flowpy._core.serial): one pass at a time on the executor takes batches
+# from `_ready` and hands each to `_process`; when `_ready` is empty it calls
+# `_idle` with the terminal state it saw, if a batch, a terminal signal or a
+# `_kick` came since the last `_idle` (`_idle_due`). The drain runs once more
+# for every signal that came during a pass, so none is lost. An executor
+# that refuses the worker ends the stream through `_refused`.
 
 
 class BatchingSubscriber(Subscriber[Item]):
@@ -52,6 +55,7 @@ class BatchingSubscriber(Subscriber[Item]):
         """
         self._batch_size = require_positive_int(batch_size, "batch_size")
         self._execute = execute
+        self._worker = SerialDrain(execute, self._pass, self._refused_worker)
         self._lock = threading.Lock()
         # --- Guarded by self._lock ----------------------------------------
         self._upstream: Subscription | None = None  # set once by on_subscribe
@@ -59,7 +63,8 @@ class BatchingSubscriber(Subscriber[Item]):
         # the lock (upstream signals are serial); replaced only under the lock.
         self._collecting: list[Item] = []
         self._ready: deque[list[Item]] = deque()  # batches waiting for the worker, in order
-        self._working = False  # the worker task is queued or running
+        self._idle_due = False  # a batch, a terminal or a _kick came since the worker's last _idle
+        self._working = False  # the worker holds a batch it took from _ready (results may follow)
         self._terminal: Terminal = False  # how upstream ended, if it did
         self._stopped = False  # cancelled or failed: drop rows, start nothing
 
@@ -105,9 +110,8 @@ class BatchingSubscriber(Subscriber[Item]):
                 return
             self._ready.append(collecting)
             self._collecting = []
-            start = self._claim_worker()
-        if start:
-            self._execute(self._work)
+            self._idle_due = True
+        self._worker.signal()
 
     def on_error(self, error: BaseException) -> None:
         """Hand ``error`` to :meth:`_upstream_failed`.
@@ -132,9 +136,8 @@ class BatchingSubscriber(Subscriber[Item]):
             if self._collecting:
                 self._ready.append(self._collecting)
                 self._collecting = []
-            start = self._claim_worker()
-        if start:
-            self._execute(self._work)
+            self._idle_due = True
+        self._worker.signal()
 
     # -- For subclasses -------------------------------------------------------------
 
@@ -153,12 +156,22 @@ class BatchingSubscriber(Subscriber[Item]):
     def _idle(self, terminal: Terminal) -> None:
         """Hook, on the worker task: no batch is left, and upstream ended as ``terminal`` says."""
 
+    @abstractmethod
+    def _refused(self, error: BaseException) -> None:
+        """Hook, on the signalling thread: the executor refused the worker with ``error``.
+
+        No batch is processed after this: the subclass ends the stream as for
+        any failure, with :meth:`_stop` (cancelling the upstream it returns),
+        and reports ``error``.
+        """
+
     def _kick(self) -> None:
-        """Run the worker now if it is idle, so that it calls :meth:`_idle`."""
+        """Have the worker call :meth:`_idle` once more (after the batches it still has)."""
         with self._lock:
-            start = not self._stopped and self._claim_worker()
-        if start:
-            self._execute(self._work)
+            if self._stopped:
+                return
+            self._idle_due = True
+        self._worker.signal()
 
     def _stop(self) -> Subscription | None:
         """Drop every row and stop the worker; return the upstream subscription to cancel."""
@@ -168,24 +181,26 @@ class BatchingSubscriber(Subscriber[Item]):
             self._ready.clear()
             return self._upstream
 
-    def _claim_worker(self) -> bool:
-        # Caller holds self._lock.
-        if self._working:
-            return False
-        self._working = True
-        return True
-
-    def _work(self) -> None:
+    def _pass(self, first: bool) -> bool:
+        """One worker pass: process the ready batches, then ``_idle`` if one is due."""
         while True:
             with self._lock:
                 if self._stopped or not self._ready:
                     self._working = False
-                    stopped, terminal = self._stopped, self._terminal
+                    if self._stopped or not self._idle_due:
+                        return False
+                    self._idle_due = False
+                    terminal = self._terminal
                     break
                 batch = self._ready.popleft()
+                self._working = True
             if not self._process(batch):
                 with self._lock:
                     self._working = False
-                return
-        if not stopped:
-            self._idle(terminal)
+                return False
+        self._idle(terminal)
+        return False
+
+    def _refused_worker(self, error: BaseException) -> None:
+        # The executor refused the worker: no pass runs again (SerialDrain).
+        self._refused(error)

@@ -164,6 +164,9 @@ class SparkProcessor(BatchingSubscriber, Processor[Item, dict[str, Any]]):
             with self._request_lock:
                 call_subscription(upstream, batches * self._batch_size)
 
+    def _refused(self, error: BaseException) -> None:
+        self._fail(error, cancel_upstream=True)
+
     def _fail(self, error: BaseException, *, cancel_upstream: bool) -> None:
         with self._lock:
             if self._stopped:

@@ -289,6 +289,9 @@ class ParquetSink(BatchingSubscriber):
             return False
         return True
 
+    def _refused(self, error: BaseException) -> None:
+        self._fail(error, "the executor refused the worker task")
+
     def _fail(self, exc: BaseException, what: str) -> None:
         upstream = self._stop()
         if upstream is not None:
