@@ -39,6 +39,7 @@ except ImportError as _error:
 from flowpy import flow
 from flowpy._checks import require, require_positive_int
 from flowpy._core.demand import MAX_DEMAND, add_demand, check_request, replenish_limit
+from flowpy._core.serial import SerialDrain
 from flowpy._signals import reraise_fatal, signal_subscribe
 from flowpy.errors import MissingBackpressureError
 from flowpy.executors import DEFAULT, Default, Executor, Task, resolve_execute
@@ -60,13 +61,13 @@ _STRATEGIES: Final = get_args(Strategy)
 # Implementation overview
 #
 # Each subscription of from_observable has a bounded queue filled on the
-# Observable's thread (_push) and drained by one task at a time on the
-# executor (_drain), no faster than the demand. Every decision is taken under
-# the subscription's lock; every signal is sent outside it, by the drain task,
-# which alone may call the subscriber after on_subscribe (rule 1.3). Producers
-# and request() start a drain task only when none is running and something is
-# deliverable; the task stops only after finding, under the lock, nothing to
-# do, so no wake-up is lost.
+# Observable's thread (push) and drained on the executor by a SerialDrain
+# (flowpy._core.serial), one pass at a time, no faster than the demand. Every
+# decision is taken under the subscription's lock; every signal is sent
+# outside it, by the drain, which alone may call the subscriber after
+# on_subscribe (rule 1.3). Producers and request() signal the drain only when
+# something is deliverable; the SerialDrain runs a pass for every signal, so
+# no wake-up is lost.
 
 
 # --- to_observable --------------------------------------------------------------
@@ -155,7 +156,7 @@ class _ObservableSubscription(flow.Subscription, Generic[T]):
         "_lock",
         "_on_drop",
         "_queue",
-        "_running",
+        "_serial",
         "_started",
         "_strategy",
         "_subscriber",
@@ -174,6 +175,7 @@ class _ObservableSubscription(flow.Subscription, Generic[T]):
         self._capacity = capacity
         self._on_drop = on_drop
         self._execute = execute
+        self._serial = SerialDrain(execute, self._drain, self._refused)
         # --- Guarded by self._lock -----------------------------------------
         self._lock = threading.Lock()
         # None once the subscription ended: cancelled, or terminal signal claimed.
@@ -184,7 +186,6 @@ class _ObservableSubscription(flow.Subscription, Generic[T]):
         self._terminal: Any = None  # _COMPLETE or the Observable's error; delivered after the queue
         self._error: BaseException | None = None  # overflow or rule 3.9: delivered at once, queue dropped
         self._started = False  # on_subscribe has returned; until then no task starts (rule 1.3)
-        self._running = False  # a drain task is scheduled or running
         self._disposable: abc.DisposableBase | None = None  # the Observable subscription, once known
 
     # --- Subscription (the subscriber's thread) --------------------------------
@@ -200,11 +201,11 @@ class _ObservableSubscription(flow.Subscription, Generic[T]):
             else:
                 self._demand = add_demand(self._demand, n)
                 self._promote_latest()
-            run = self._claim_drain()
+            run = self._deliverable()
         if error is not None:
             self._dispose()
         if run:
-            self._start_drain()
+            self._serial.signal()
 
     def cancel(self) -> None:
         """Dispose of the Observable subscription and drop queued items (rules 3.5, 3.7, 3.13)."""
@@ -237,13 +238,13 @@ class _ObservableSubscription(flow.Subscription, Generic[T]):
             else:
                 overflow = self._overflow_error()
                 self._fail_now(overflow)
-            run = self._claim_drain()
+            run = self._deliverable()
         if overflow is not None:
             self._dispose()
         elif dropped is not _EMPTY and self._on_drop is not None:
             self._on_drop(dropped)
         if run:
-            self._start_drain()
+            self._serial.signal()
 
     def fail(self, error: BaseException) -> None:
         self._end(error)
@@ -258,9 +259,9 @@ class _ObservableSubscription(flow.Subscription, Generic[T]):
         with self._lock:
             self._started = True
             live = self._subscriber is not None and self._error is None
-            run = self._claim_drain()
+            run = self._deliverable()
         if run:
-            self._start_drain()
+            self._serial.signal()
         if not live:
             return
         disposable = observable.subscribe(self.push, self.fail, self.complete)
@@ -276,19 +277,19 @@ class _ObservableSubscription(flow.Subscription, Generic[T]):
                 return
             self._terminal = terminal
             self._disposable = None  # an Observable that ended needs no disposing
-            run = self._claim_drain()
+            run = self._deliverable()
         if run:
-            self._start_drain()
+            self._serial.signal()
 
     def _fail(self, error: BaseException) -> None:
         with self._lock:
             if self._subscriber is None or self._error is not None:
                 return
             self._fail_now(error)
-            run = self._claim_drain()
+            run = self._deliverable()
         self._dispose()
         if run:
-            self._start_drain()
+            self._serial.signal()
 
     def _dispose(self) -> None:
         with self._lock:
@@ -321,38 +322,32 @@ class _ObservableSubscription(flow.Subscription, Generic[T]):
             self._queue.append(self._latest)
             self._latest = _EMPTY
 
-    def _claim_drain(self) -> bool:
-        """Return True, and mark a task running, if one must start now. Caller holds self._lock."""
-        if self._running or not self._started or self._subscriber is None:
+    def _deliverable(self) -> bool:
+        """Whether the drain has a signal to send now. Caller holds self._lock."""
+        if not self._started or self._subscriber is None:
             return False
-        if self._error is not None or (self._queue and self._demand > 0) or self._at_end():
-            self._running = True
-            return True
-        return False
+        return self._error is not None or bool(self._queue and self._demand > 0) or self._at_end()
 
     def _at_end(self) -> bool:
         return self._terminal is not None and not self._queue and self._latest is _EMPTY
 
     # --- The drain task (the executor) ---------------------------------------------
 
-    def _start_drain(self) -> None:
-        try:
-            self._execute(self._drain)
-        except BaseException as exc:  # the executor refused: end with its error (rules 3.15, 3.16)
-            with self._lock:
-                subscriber, self._subscriber = self._subscriber, None
-                self._queue.clear()
-            self._dispose()
-            if subscriber is not None:
-                subscriber.on_error(exc)
+    def _refused(self, exc: BaseException) -> None:
+        # The executor refused the drain: end with its error (rules 3.15, 3.16).
+        with self._lock:
+            subscriber, self._subscriber = self._subscriber, None
+            self._queue.clear()
+        self._dispose()
+        if subscriber is not None:
+            subscriber.on_error(exc)
 
-    def _drain(self) -> None:
+    def _drain(self, first: bool) -> bool:
         while True:
             with self._lock:
                 subscriber = self._subscriber
                 if subscriber is None:
-                    self._running = False
-                    return
+                    return False
                 terminal: Any = self._error
                 if terminal is None and self._at_end():
                     terminal = self._terminal
@@ -362,18 +357,17 @@ class _ObservableSubscription(flow.Subscription, Generic[T]):
                 else:
                     count = min(self._demand, len(self._queue))
                     if count == 0:
-                        self._running = False
-                        return
+                        return False
                     batch = [self._queue.popleft() for _ in range(count)]
                     if self._demand != MAX_DEMAND:
                         self._demand -= count
                     self._promote_latest()
             if terminal is _COMPLETE:
                 subscriber.on_complete()
-                return
+                return False
             if terminal is not None:
                 subscriber.on_error(terminal)
-                return
+                return False
             for item in batch:
                 if self._subscriber is None:
                     break  # cancelled: stop early (rule 3.12)
