@@ -12,6 +12,7 @@ from contextlib import suppress
 from typing import Generic, TypeVar
 
 from flowpy._core.demand import MAX_DEMAND
+from flowpy._core.upstream import UpstreamSlot
 from flowpy._signals import reraise_fatal
 from flowpy.flow import Publisher, Subscriber, Subscription
 
@@ -30,27 +31,24 @@ class FutureSubscriber(Subscriber[T], Generic[T, R]):
     stays pending until the stream ends, so ``cancel()`` always works.
     """
 
-    __slots__ = ("_fn", "_future", "_result", "_subscription")
+    __slots__ = ("_fn", "_future", "_result", "_upstream")
 
     def __init__(self, fn: Callable[[T], object], future: Future[R], result: Callable[[], R]) -> None:
         self._fn = fn
         self._future = future
         self._result = result
-        self._subscription: Subscription | None = None  # written once, by on_subscribe
+        self._upstream = UpstreamSlot()
         future.add_done_callback(self._on_future_done)
 
     def _on_future_done(self, future: Future[R]) -> None:
-        subscription = self._subscription
+        subscription = self._upstream.current
         if future.cancelled() and subscription is not None:
             subscription.cancel()
 
     def on_subscribe(self, subscription: Subscription) -> None:
-        if subscription is None:
-            raise TypeError("subscription must not be None (rule 2.13)")
-        if self._subscription is not None or self._future.done():
-            subscription.cancel()  # rule 2.5, or the future was cancelled first
+        # rule 2.5; a future already cancelled or failed refuses it too
+        if not self._upstream.accept(subscription, is_open=not self._future.done()):
             return
-        self._subscription = subscription
         subscription.request(MAX_DEMAND)
         if self._future.cancelled():  # cancelled while subscribing
             subscription.cancel()
@@ -63,7 +61,7 @@ class FutureSubscriber(Subscriber[T], Generic[T, R]):
         try:
             self._fn(item)
         except BaseException as exc:
-            subscription = self._subscription
+            subscription = self._upstream.current
             if subscription is not None:
                 subscription.cancel()
             with suppress(InvalidStateError):  # cancelled meanwhile

@@ -23,6 +23,7 @@ from typing import Any, Generic, TypeVar
 from flowpy._checks import require_positive_int
 from flowpy._core.demand import add_demand, check_request, replenish_limit
 from flowpy._core.serial import SerialDrain
+from flowpy._core.upstream import UpstreamSlot
 from flowpy._signals import call_subscription, report, reraise_fatal, signal_subscribe, signal_terminal
 from flowpy.errors import ClosedPublisherError, MissingBackpressureError
 from flowpy.executors import DEFAULT, Default, Executor
@@ -49,52 +50,6 @@ R = TypeVar("R")
 # signal goes out when the upstream ended *and* the queue is empty; at that
 # moment the subscriber tuple is swapped for the terminal state, so a
 # subscriber arriving later gets the terminal signal from subscribe().
-
-
-class _Upstream:
-    """A processor's one upstream subscription: the first is kept, later ones cancelled (rule 2.5)."""
-
-    __slots__ = ("_lock", "_subscription", "connected")
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()  # a leaf lock: nothing is called while it is held
-        # --- Guarded by self._lock ---------------------------------------
-        self._subscription: Subscription | None = None  # None before accept() and after detach()
-        self.connected = False  # a subscription was accepted; set once
-
-    @property
-    def current(self) -> Subscription | None:
-        """The live upstream subscription, if any (racy: re-check with :meth:`detach`)."""
-        return self._subscription
-
-    def accept(self, subscription: Subscription, *, is_open: bool) -> bool:
-        """Keep ``subscription`` if it is the first and the processor ``is_open``; else cancel it.
-
-        Raises:
-            TypeError: if ``subscription`` is ``None`` (rule 2.13).
-        """
-        if subscription is None:
-            raise TypeError("subscription must not be None (rule 2.13)")
-        with self._lock:
-            accepted = is_open and not self.connected
-            if accepted:
-                self.connected = True
-                self._subscription = subscription
-        if not accepted:
-            call_subscription(subscription, None)
-        return accepted
-
-    def detach(self) -> Subscription | None:
-        """Forget the subscription (after its terminal signal, or to cancel it); return it."""
-        with self._lock:
-            subscription, self._subscription = self._subscription, None
-        return subscription
-
-    def cancel(self) -> None:
-        """Detach and cancel the subscription, if there is one."""
-        subscription = self.detach()
-        if subscription is not None:
-            call_subscription(subscription, None)
 
 
 class _View(Generic[T]):
@@ -204,7 +159,7 @@ class MulticastProcessor(Processor[T, T]):
         # _prepare runs under self._lock as each pass is claimed.
         self._signal = SerialDrain.inline(self._pass, lock=self._lock, prepare=self._prepare).signal
         # --- Guarded by its own (leaf) lock, also taken under self._lock --
-        self._upstream = _Upstream()
+        self._upstream = UpstreamSlot()
 
     @property
     def prefetch(self) -> int:
@@ -520,7 +475,7 @@ class TransformProcessor(SubmissionPublisher[R], Processor[T, R], Generic[T, R])
         else:
             super().__init__(executor, max_buffer_capacity)
         self._fn = fn
-        self._upstream = _Upstream()
+        self._upstream = UpstreamSlot()
         self._count_lock = threading.Lock()
         # --- Guarded by self._count_lock ---------------------------------
         self._started = False  # the first item was requested; set once

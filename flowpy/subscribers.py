@@ -34,6 +34,7 @@ from flowpy._checks import require_positive_int
 from flowpy._consumer import subscribe_future
 from flowpy._core.demand import MAX_DEMAND, replenish_limit
 from flowpy._core.serial import SerialDrain
+from flowpy._core.upstream import UpstreamSlot
 from flowpy._signals import call_subscription, report, reraise_fatal
 from flowpy.executors import DEFAULT, Default, Executor, resolve_execute
 from flowpy.flow import Publisher, Subscriber, Subscription
@@ -75,7 +76,7 @@ class SyncSubscriber(Subscriber[T_contra], ABC):
     """
 
     def __init__(self) -> None:
-        self._subscription: Subscription | None = None
+        self._upstream = UpstreamSlot()  # the one subscription (rule 2.5)
         self._done = False  # a terminal signal arrived or this side cancelled
 
     @abstractmethod
@@ -95,12 +96,12 @@ class SyncSubscriber(Subscriber[T_contra], ABC):
         Raises:
             TypeError: if ``subscription`` is ``None`` (rule 2.13).
         """
-        _require(subscription, "subscription")
-        if self._subscription is not None:
-            call_subscription(subscription, None)
-            return
-        self._subscription = subscription  # before request: it may emit at once (rule 3.10)
-        call_subscription(subscription, 1)
+        if self._upstream.accept(subscription):  # kept before request: it may emit at once (rule 3.10)
+            call_subscription(subscription, 1)
+
+    @property
+    def _subscription(self) -> Subscription | None:
+        return self._upstream.current
 
     def on_next(self, item: T_contra) -> None:
         """Pass ``item`` to :meth:`when_next`, then request one more or cancel.
@@ -183,7 +184,7 @@ class AsyncSubscriber(Subscriber[T_contra], ABC):
         self._signals: deque[tuple[_Signal, object]] = deque()
         self._serial = SerialDrain(resolve_execute(executor), self._drain, self._rejected)
         # --- Written only inside the serial drain (or on rejection) -------
-        self._subscription: Subscription | None = None
+        self._upstream = UpstreamSlot()  # the one subscription (rule 2.5)
         self._done = False  # also read, racily, by _enqueue to drop late signals
 
     @abstractmethod
@@ -225,20 +226,21 @@ class AsyncSubscriber(Subscriber[T_contra], ABC):
         self._signals.append((kind, value))
         self._serial.signal()
 
+    @property
+    def _subscription(self) -> Subscription | None:
+        return self._upstream.current
+
     def _finish(self) -> None:
         """Become done and cancel the subscription (rule 2.6); only from the drain."""
         self._done = True
-        subscription = self._subscription
-        if subscription is not None:
-            call_subscription(subscription, None)
+        self._upstream.cancel()
 
     def _rejected(self, exc: BaseException) -> None:
-        subscription = self._subscription
-        if subscription is None:
+        if not self._upstream.connected:
             # on_subscribe was refused: cancel the subscription it carried.
             for kind, value in self._signals:
                 if kind is _Signal.SUBSCRIBE:
-                    self._subscription = subscription = value  # type: ignore[assignment]
+                    self._upstream.accept(value)  # type: ignore[arg-type]
                     break
         self._signals.clear()
         if not self._done:
@@ -268,11 +270,8 @@ class AsyncSubscriber(Subscriber[T_contra], ABC):
         return bool(signals)
 
     def _handle_subscribe(self, subscription: Subscription) -> None:
-        if self._subscription is not None:
-            call_subscription(subscription, None)  # rule 2.5
-            return
-        self._subscription = subscription
-        call_subscription(subscription, 1)
+        if self._upstream.accept(subscription):
+            call_subscription(subscription, 1)
 
     def _handle_next(self, item: T_contra) -> None:
         subscription = self._subscription
@@ -322,8 +321,8 @@ class LambdaSubscriber(Subscriber[T_contra]):
         [0, 1, 2]
     """
 
-    __slots__ = ("_cancelled", "_deliver", "_done", "_limit", "_next", "_on_complete",
-                 "_on_error", "_prefetch", "_remaining", "_subscription")
+    __slots__ = ("_deliver", "_done", "_limit", "_next", "_on_complete",
+                 "_on_error", "_prefetch", "_remaining", "_upstream")
 
     def __init__(
         self,
@@ -350,26 +349,25 @@ class LambdaSubscriber(Subscriber[T_contra]):
         self._on_complete = on_complete
         self._prefetch = _check_prefetch(prefetch)
         self._limit = replenish_limit(self._prefetch)
+        self._upstream = UpstreamSlot()  # the one subscription (rule 2.5); cancel() may come first
         # --- Touched by the signalling thread (serial, rule 1.3) ---------
-        self._subscription: Subscription | None = None
         self._remaining = self._limit  # items until the next replenishing request
         self._done = False  # terminal seen, or on_next raised
         # on_next while live, a no-op once done: one call, no flag test per item
         self._deliver: Callable[[T_contra], object] = on_next
-        # --- Set once by cancel(), from any thread ------------------------
-        self._cancelled = False
 
     @property
     def is_done(self) -> bool:
         """Whether the stream ended (terminal signal, failed callback or :meth:`cancel`)."""
-        return self._done or self._cancelled
+        return self._done or self._upstream.cancelled
+
+    @property
+    def _subscription(self) -> Subscription | None:
+        return self._upstream.current
 
     def cancel(self) -> None:
         """Cancel the subscription (now, or as soon as it arrives); thread-safe and idempotent."""
-        self._cancelled = True
-        subscription = self._subscription
-        if subscription is not None:
-            call_subscription(subscription, None)
+        self._upstream.cancel()
 
     def on_subscribe(self, subscription: Subscription) -> None:
         """Keep the first subscription and request ``prefetch``; cancel any later one.
@@ -377,15 +375,8 @@ class LambdaSubscriber(Subscriber[T_contra]):
         Raises:
             TypeError: if ``subscription`` is ``None`` (rule 2.13).
         """
-        _require(subscription, "subscription")
-        if self._subscription is not None or self._done:
-            call_subscription(subscription, None)  # rule 2.5
-            return
-        self._subscription = subscription
-        if self._cancelled:  # cancel() came first
-            call_subscription(subscription, None)
-            return
-        call_subscription(subscription, self._prefetch)
+        if self._upstream.accept(subscription, is_open=not self._done):
+            call_subscription(subscription, self._prefetch)
 
     def on_next(self, item: T_contra) -> None:
         """Pass ``item`` to the callback; replenish the window when due.
@@ -406,8 +397,9 @@ class LambdaSubscriber(Subscriber[T_contra]):
             self._remaining = remaining
             return
         self._remaining = self._limit
-        if not (self._cancelled or self._done):
-            call_subscription(self._subscription, self._limit)  # type: ignore[arg-type]
+        subscription = self._upstream.current  # None once cancelled
+        if subscription is not None and not self._done:
+            call_subscription(subscription, self._limit)
 
     def _end(self) -> None:
         """Ignore all later signals (rule 2.8)."""
@@ -518,20 +510,14 @@ class _BlockingSubscriber(Subscriber[T]):
         self.items: deque[T] = deque()
         self.terminal: BaseException | None = None
         self.ended = False  # terminal signal received
-        self.subscription: Subscription | None = None
         self.cancelled = False  # the consumer closed the iterator
+        # The one subscription (rule 2.5); cancel() may come before it.
+        self.upstream = UpstreamSlot()
 
     def on_subscribe(self, subscription: Subscription) -> None:
-        _require(subscription, "subscription")
-        with self.lock:
-            duplicate = self.subscription is not None or self.cancelled
-            if not duplicate:
-                self.subscription = subscription
-        if duplicate:
-            call_subscription(subscription, None)  # rule 2.5 (or closed before it came)
-            return
-        with self.calls:
-            call_subscription(subscription, self.prefetch)
+        if self.upstream.accept(subscription):
+            with self.calls:
+                call_subscription(subscription, self.prefetch)
 
     def on_next(self, item: T) -> None:
         _require(item, "item")
@@ -554,12 +540,13 @@ class _BlockingSubscriber(Subscriber[T]):
                 return
             self.ended = True
             self.terminal = error
-            self.subscription = None
             self.arrived.notify()
+        self.upstream.detach()
 
     def request(self, n: int) -> None:
         with self.lock:
-            subscription = None if self.ended else self.subscription
+            ended = self.ended
+        subscription = None if ended else self.upstream.current
         if subscription is not None:
             with self.calls:
                 call_subscription(subscription, n)
@@ -567,12 +554,9 @@ class _BlockingSubscriber(Subscriber[T]):
     def cancel(self) -> None:
         with self.lock:
             self.cancelled = True
-            subscription = self.subscription
-            self.subscription = None
             self.items.clear()
-        if subscription is not None:
-            with self.calls:
-                call_subscription(subscription, None)
+        with self.calls:
+            self.upstream.cancel()
 
 
 class BlockingIterator(Iterator[T]):

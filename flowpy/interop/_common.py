@@ -7,6 +7,7 @@ from collections.abc import Callable
 from typing import TypeVar
 
 from flowpy import flow
+from flowpy._core.upstream import UpstreamSlot
 
 __all__ = ["ForwardingSubscriber", "post_to_loop", "run_on_loop"]
 
@@ -45,39 +46,33 @@ def post_to_loop(loop: asyncio.AbstractEventLoop, fn: Callable[[], object]) -> b
 class ForwardingSubscriber(flow.Subscriber[T]):
     """The subscription handling of a subscriber that forwards items to another library.
 
-    Keeps the first subscription and cancels any later one (rule 2.5),
-    requests ``initial`` items when it arrives, and honours a :meth:`cancel`
-    that came before it. Subclasses implement the three other signals.
+    Keeps the first subscription and cancels any later one (rule 2.5, an
+    :class:`~flowpy._core.upstream.UpstreamSlot`), requests ``initial`` items
+    when it arrives, and honours a :meth:`cancel` that came before it.
+    Subclasses implement the three other signals.
     """
 
-    __slots__ = ("_cancelled", "_initial", "_subscription")
+    __slots__ = ("_initial", "_upstream")
 
     def __init__(self, initial: int) -> None:
         self._initial = initial
-        self._cancelled = False  # set once by cancel(); never cleared
-        self._subscription: flow.Subscription | None = None  # written once, by on_subscribe
+        self._upstream = UpstreamSlot()
+
+    @property
+    def _cancelled(self) -> bool:
+        """Whether :meth:`cancel` was called."""
+        return self._upstream.cancelled
 
     def on_subscribe(self, subscription: flow.Subscription) -> None:
-        if subscription is None:
-            raise TypeError("subscription must not be None (rule 2.13)")
-        if self._subscription is not None:
-            subscription.cancel()  # rule 2.5
-            return
-        self._subscription = subscription
-        if self._cancelled:  # cancel() ran before the subscription arrived
-            subscription.cancel()
-        else:
+        if self._upstream.accept(subscription):
             subscription.request(self._initial)
 
     def request(self, n: int) -> None:
         """Request ``n`` more; only called after items arrived, so after ``on_subscribe``."""
-        subscription = self._subscription
+        subscription = self._upstream.current
         if subscription is not None:
             subscription.request(n)
 
     def cancel(self) -> None:
         """Cancel the subscription, now or as soon as it arrives (rule 2.6)."""
-        self._cancelled = True
-        subscription = self._subscription
-        if subscription is not None:
-            subscription.cancel()
+        self._upstream.cancel()

@@ -14,6 +14,7 @@ from typing import Any
 
 from flowpy._core.demand import MAX_DEMAND, add_demand, check_request
 from flowpy._core.serial import SerialDrain
+from flowpy._core.upstream import UpstreamSlot
 from flowpy._signals import report, reraise_fatal, signal_subscribe
 from flowpy.executors import Task, direct_executor
 from flowpy.flow import Subscriber, Subscription
@@ -242,12 +243,12 @@ class Relay(Subscriber[Any], Subscription):
     themselves with :meth:`_end` before they signal.
     """
 
-    __slots__ = ("_downstream", "done", "upstream")
+    __slots__ = ("_downstream", "_upstream", "done")
 
     def __init__(self, downstream: Subscriber[Any]) -> None:
         self._downstream = downstream
-        # Set once by on_subscribe, before the downstream can call request().
-        self.upstream: Subscription | None = None
+        # Keeps the first subscription, before the downstream can call request().
+        self._upstream = UpstreamSlot()
         # Set when the stream has ended here (terminal passed on, cancelled,
         # failed); signals still in flight from upstream are ignored (rule 2.8).
         self.done = False
@@ -262,13 +263,13 @@ class Relay(Subscriber[Any], Subscription):
         Raises:
             TypeError: if ``subscription`` is ``None`` (rule 2.13).
         """
-        if subscription is None:
-            raise TypeError("subscription must not be None (rule 2.13)")
-        if self.upstream is not None:
-            subscription.cancel()  # rule 2.5
-            return
-        self.upstream = subscription
-        signal_subscribe(self._downstream, self)
+        if self._upstream.accept(subscription):
+            signal_subscribe(self._downstream, self)
+
+    @property
+    def upstream(self) -> Subscription | None:
+        """The upstream subscription; ``None`` until ``on_subscribe``."""
+        return self._upstream.current
 
     def on_error(self, error: BaseException) -> None:
         """Pass the upstream's failure on, unless the stream has already ended here.

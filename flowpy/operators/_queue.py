@@ -13,6 +13,7 @@ from collections.abc import Callable
 from typing import Any, Generic, TypeVar
 
 from flowpy._core.demand import replenish_limit
+from flowpy._core.upstream import UpstreamSlot
 from flowpy._signals import signal_subscribe
 from flowpy.errors import MissingBackpressureError
 from flowpy.executors import Task
@@ -39,12 +40,12 @@ class QueueSubscriber(Subscriber[Any]):
         "_delay_error",
         "_limit",
         "_name",
+        "_slot",
         "done",
         "error",
         "parent",
         "prefetch",
         "queue",
-        "subscription",
     )
 
     def __init__(self, parent: DemandDrain, prefetch: int, name: str, *, delay_error: bool = False) -> None:
@@ -53,7 +54,7 @@ class QueueSubscriber(Subscriber[Any]):
         self.prefetch = prefetch  # the most items queued or requested at once
         self._limit = replenish_limit(prefetch)
         self._delay_error = delay_error  # keep the error for after the queue, or fail the parent now
-        self.subscription: Subscription | None = None
+        self._slot = UpstreamSlot()  # the one upstream subscription (rule 2.5)
         self.queue: deque[Any] = deque()  # appended here, popped by the drain
         self.done = False  # set after the upstream's last item; the queue may still hold items
         self.error: BaseException | None = None  # the upstream's error, if delay_error
@@ -65,13 +66,12 @@ class QueueSubscriber(Subscriber[Any]):
         Raises:
             TypeError: if ``subscription`` is ``None`` (rule 2.13).
         """
-        if subscription is None:
-            raise TypeError("subscription must not be None (rule 2.13)")
-        if self.subscription is not None or self.parent.cancelled:
-            subscription.cancel()  # rule 2.5
-            return False
-        self.subscription = subscription
-        return True
+        return self._slot.accept(subscription, is_open=not self.parent.cancelled)
+
+    @property
+    def subscription(self) -> Subscription | None:
+        """The upstream subscription; ``None`` until it arrived."""
+        return self._slot.current
 
     def start(self) -> None:
         """Ask the upstream for the first ``prefetch`` items."""

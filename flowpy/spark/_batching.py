@@ -10,6 +10,7 @@ from typing import Any
 
 from flowpy._checks import require_positive_int
 from flowpy._core.serial import SerialDrain
+from flowpy._core.upstream import UpstreamSlot
 from flowpy.executors import Task
 from flowpy.flow import Subscriber, Subscription
 
@@ -57,8 +58,8 @@ class BatchingSubscriber(Subscriber[Item]):
         self._execute = execute
         self._worker = SerialDrain(execute, self._pass, self._refused_worker)
         self._lock = threading.Lock()
+        self._slot = UpstreamSlot()  # the one upstream subscription (rule 2.5)
         # --- Guarded by self._lock ----------------------------------------
-        self._upstream: Subscription | None = None  # set once by on_subscribe
         # The rows of the batch being filled. Appended to by on_next without
         # the lock (upstream signals are serial); replaced only under the lock.
         self._collecting: list[Item] = []
@@ -81,16 +82,13 @@ class BatchingSubscriber(Subscriber[Item]):
         Raises:
             TypeError: if ``subscription`` is ``None`` (rule 2.13).
         """
-        if subscription is None:
-            raise TypeError("subscription must not be None (rule 2.13)")
-        with self._lock:
-            duplicate = self._upstream is not None or self._stopped
-            if not duplicate:
-                self._upstream = subscription
-        if duplicate:
-            subscription.cancel()
-            return
-        self._subscribed()
+        if self._slot.accept(subscription, is_open=not self._stopped):
+            self._subscribed()
+
+    @property
+    def _upstream(self) -> Subscription | None:
+        """The upstream subscription, once it arrived."""
+        return self._slot.current
 
     def on_next(self, item: Item) -> None:
         """Add ``item`` to the batch being filled; a full batch goes to the worker.
