@@ -88,16 +88,16 @@ def test_upstream_slot_racing_subscriptions_and_cancel_leave_exactly_the_kept_on
         subscriptions = [_Subscription() for _ in range(4)]
         start = threading.Barrier(5)
 
-        def offer(subscription: _Subscription) -> None:
+        def offer(slot: UpstreamSlot, start: threading.Barrier, subscription: _Subscription) -> None:
             start.wait()
             slot.accept(subscription)
 
-        def cancel() -> None:
+        def cancel(slot: UpstreamSlot, start: threading.Barrier) -> None:
             start.wait()
             slot.cancel()
 
-        threads = [threading.Thread(target=offer, args=(s,)) for s in subscriptions]
-        threads.append(threading.Thread(target=cancel))
+        threads = [threading.Thread(target=offer, args=(slot, start, s)) for s in subscriptions]
+        threads.append(threading.Thread(target=cancel, args=(slot, start)))
         for thread in threads:
             thread.start()
         for thread in threads:
