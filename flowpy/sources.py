@@ -31,8 +31,8 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Generic, TypeVar
 
 from flowpy._checks import require_int, require_positive_int
-from flowpy._core.demand import MAX_DEMAND, add_demand, check_request
-from flowpy._core.serial import SerialDrain
+from flowpy._core.demand import add_demand, check_request
+from flowpy._core.pull import DemandSubscription
 from flowpy._signals import report, reraise_fatal, signal_subscribe, signal_terminal
 from flowpy.executors import DEFAULT, Default, Executor, resolve_execute
 from flowpy.flow import Publisher, Subscriber, Subscription
@@ -336,20 +336,20 @@ def error(exception: BaseException) -> Publisher[T]:
 _END = object()  # marks an exhausted iterator
 
 
-class _IterableSubscription(Subscription, Generic[T]):
-    """One subscriber's walk over its own iterator, signalled on the executor."""
+class _IterableSubscription(DemandSubscription, Generic[T]):
+    """One subscriber's walk over its own iterator, signalled on the executor.
+
+    Demand, cancellation and the rule 3.9 error are the
+    :class:`~flowpy._core.pull.DemandSubscription`'s; the drain here looks
+    one item ahead, so that it completes right after the last item.
+    """
 
     __slots__ = (
         "_batch_size",
         "_budget",
-        "_cancelled",
-        "_demand",
-        "_error",
         "_iterable",
         "_iterator",
-        "_lock",
         "_next",
-        "_serial",
         "_subscribed",
         "_subscriber",
     )
@@ -364,29 +364,12 @@ class _IterableSubscription(Subscription, Generic[T]):
         self._subscriber: Subscriber[T] | None = subscriber
         self._iterable: Iterable[T] | None = iterable
         self._batch_size = batch_size
-        self._serial = SerialDrain(execute, self._drain, self._rejected)
-        self._lock = threading.Lock()
-        # --- Guarded by self._lock ---------------------------------------
-        self._demand = 0  # requested and not yet emitted; saturates at MAX_DEMAND
-        self._error: BaseException | None = None  # first invalid request (rule 3.9)
-        self._cancelled = False  # set once by cancel() or by the terminal signal
+        super().__init__(execute, self._drain, self._rejected)
         # --- Touched only inside the serial drain ----------------------
         self._subscribed = False  # on_subscribe was signalled
         self._iterator: Iterator[T] | None = None
         self._next: object = _END  # the item after the last emitted one (look-ahead)
         self._budget = 0  # items this task may still emit before yielding the thread
-
-    def request(self, n: int) -> None:
-        """Add ``n`` to the demand; items follow on the executor (rules 3.8, 3.9)."""
-        error = check_request(n)
-        with self._lock:
-            if self._cancelled:
-                return
-            if error is None:
-                self._demand = add_demand(self._demand, n)
-            elif self._error is None:
-                self._error = error
-        self._serial.signal()
 
     def cancel(self) -> None:
         """Stop signalling and drop the subscriber and the iterator (rules 3.5, 3.7, 3.13)."""
@@ -459,9 +442,7 @@ class _IterableSubscription(Subscription, Generic[T]):
             self._budget = self._batch_size
         if not self._subscribed and not self._open(subscriber):
             return False
-        with self._lock:
-            demand = self._demand
-            error = self._error
+        _, error, demand = self._pending()
         if error is not None:
             self._terminate(error)
             return False
@@ -484,11 +465,7 @@ class _IterableSubscription(Subscription, Generic[T]):
             reraise_fatal(exc)
             return False
         self._budget -= emitted
-        with self._lock:
-            if self._demand != MAX_DEMAND:  # unbounded demand is never used up (rule 3.17)
-                self._demand -= emitted
-            more = self._demand > 0 and not self._cancelled
-        return more and self._budget == 0
+        return self._produced(emitted) and self._budget == 0
 
 
 class IterablePublisher(Publisher[T_co]):

@@ -18,7 +18,7 @@ def _environment() -> TestEnvironment:
 
 # The stochastic tests repeat a stream many times, a Spark job per element:
 # minutes here. The concurrency they probe is PullSubscription's, which
-# tests/spark/test_pull.py verifies with the whole TCK, stochastic tests
+# tests/_core/test_pull.py verifies with the whole TCK, stochastic tests
 # included, over a source that needs no Spark.
 
 

@@ -1,7 +1,8 @@
-"""PullSubscription, the drain behind every flowpy.spark publisher, over a source without Spark."""
+"""PullSubscription and DemandSubscription, the pull-on-demand subscriptions (used by flowpy.spark and sources)."""
 
 from __future__ import annotations
 
+import collections
 import threading
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -10,9 +11,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from flowpy._core.demand import MAX_DEMAND
+from flowpy._core.pull import EMPTY, END, DemandSubscription, Pulled, PullSubscription
 from flowpy.executors import Task, as_execute, default_executor, direct_executor
 from flowpy.flow import Publisher, Subscriber
-from flowpy.spark._pull import EMPTY, END, Pulled, PullSubscription
 from flowpy.tck import PublisherVerification, TestEnvironment
 from tests.spark.helpers import Arrivals
 from tests.support import ManualExecutor, Recorder, RejectingExecutor
@@ -224,3 +226,114 @@ def test_pull_item_that_arrives_after_a_cancel_is_not_delivered() -> None:
     executor.run_all()
     assert recorder.kinds() == ["on_subscribe"] and recorder.items == []
     assert subscription.released == 1
+
+
+# --- DemandSubscription: the request body every pull subscription shares ----------
+
+
+class _Demand(DemandSubscription):
+    """A DemandSubscription whose drain records what it read; cancel just marks it."""
+
+    __slots__ = ("reads",)
+
+    def __init__(self, execute: Callable[[Task], object]) -> None:
+        super().__init__(execute, self._drain, self._refused)
+        self.reads: list[tuple[bool, BaseException | None, int]] = []
+
+    def cancel(self) -> None:
+        with self._lock:
+            self._cancelled = True
+
+    def _drain(self, first: bool) -> bool:
+        self.reads.append(self._pending())
+        return False
+
+    def _refused(self, error: BaseException) -> None:
+        raise AssertionError(f"not refused in these tests: {error!r}")
+
+
+@pytest.mark.parametrize("n", [0, -1, -(2**70)])
+def test_demand_non_positive_request_is_recorded_once_and_the_demand_kept(n: int) -> None:
+    subscription = _Demand(direct_executor.execute)
+    subscription.request(3)
+    subscription.request(n)
+    subscription.request(-5)  # a second bad request does not replace the first error
+    cancelled, error, demand = subscription.reads[-1]
+    assert not cancelled and demand == 3
+    assert isinstance(error, ValueError)
+    assert str(error) == f"non-positive subscription request: n must be > 0 (rule 3.9), got {n!r}"
+
+
+@pytest.mark.parametrize("n", [1.5, True, "3", None])
+def test_demand_non_int_request_is_a_type_error(n: object) -> None:
+    subscription = _Demand(direct_executor.execute)
+    subscription.request(n)  # type: ignore[arg-type]
+    _, error, demand = subscription.reads[-1]
+    assert isinstance(error, TypeError) and demand == 0
+
+
+def test_demand_saturates_at_max_demand_and_unbounded_is_never_used_up() -> None:
+    subscription = _Demand(direct_executor.execute)
+    subscription.request(MAX_DEMAND - 1)
+    subscription.request(5)
+    assert subscription.reads[-1][2] == MAX_DEMAND
+    assert subscription._produced(1_000)  # unbounded (rule 3.17)
+    assert subscription._pending()[2] == MAX_DEMAND
+
+
+def test_demand_produced_counts_down_and_reports_what_is_left() -> None:
+    subscription = _Demand(ManualExecutor().execute)
+    subscription.request(5)
+    assert subscription._produced(3)
+    assert not subscription._produced(2)
+    assert subscription._pending() == (False, None, 0)
+
+
+def test_demand_request_after_cancel_does_nothing() -> None:
+    executor = ManualExecutor()
+    subscription = _Demand(executor.execute)
+    subscription.cancel()
+    subscription.request(4)
+    subscription.request(0)
+    assert executor.tasks == collections.deque()
+    assert subscription._pending() == (True, None, 0)
+    assert not subscription._produced(0)
+
+
+def test_demand_reentrant_requests_from_the_drain_do_not_recurse() -> None:
+    depth = [0, 0]  # current, deepest
+
+    class _Reentrant(_Demand):
+        __slots__ = ()
+
+        def _drain(self, first: bool) -> bool:
+            depth[0] += 1
+            depth[1] = max(depth)
+            self.reads.append(self._pending())
+            if len(self.reads) < 10_000:
+                self.request(1)  # as an on_next would (rule 3.3)
+            depth[0] -= 1
+            return False
+
+    subscription = _Reentrant(direct_executor.execute)
+    subscription.request(1)
+    assert len(subscription.reads) == 10_000
+    assert depth[1] == 1
+    assert subscription.reads[-1][2] == 10_000
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.usefixtures("tiny_switch_interval")
+def test_demand_concurrent_requests_lose_no_demand() -> None:
+    subscription = _Demand(direct_executor.execute)
+
+    def requester() -> None:
+        for _ in range(2_000):
+            subscription.request(3)
+
+    threads = [threading.Thread(target=requester) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    assert subscription._pending() == (False, None, 4 * 2_000 * 3)
