@@ -23,10 +23,10 @@ from flowpy._signals import reraise_fatal
 from flowpy.flow import Publisher, Subscriber, Subscription
 from flowpy.operators._base import (
     Relay,
+    StagePublisher,
     require_callable,
     require_positive,
     require_publisher,
-    require_subscriber,
 )
 from flowpy.operators._queue import HeadSubscriber, QueueDrain
 
@@ -82,19 +82,6 @@ class _BufferStage(QueueDrain[T], Generic[T]):
         self.upstream = _OverflowSubscriber(self, capacity, policy)
 
 
-class _BufferPublisher(Publisher[T_co]):
-    __slots__ = ("_capacity", "_policy", "_source")
-
-    def __init__(self, source: Publisher[T_co], capacity: int, policy: OverflowPolicy) -> None:
-        self._source = source
-        self._capacity = capacity
-        self._policy = policy
-
-    def subscribe(self, subscriber: Subscriber[T_co]) -> None:
-        require_subscriber(subscriber)
-        self._source.subscribe(_BufferStage(subscriber, self._capacity, self._policy).upstream)
-
-
 def on_backpressure_buffer(
     source: Publisher[T], capacity: int = 256, *, on_overflow: OverflowPolicy = "error"
 ) -> Publisher[T]:
@@ -119,7 +106,10 @@ def on_backpressure_buffer(
     require_positive(capacity, "capacity")
     if on_overflow not in _POLICIES:
         raise ValueError(f"on_overflow must be one of 'error', 'drop_oldest', 'drop_latest', got {on_overflow!r}")
-    return _BufferPublisher(source, capacity, on_overflow)
+    return StagePublisher(
+        "on_backpressure_buffer",
+        lambda subscriber: source.subscribe(_BufferStage(subscriber, capacity, on_overflow).upstream),
+    )
 
 
 def on_backpressure_latest(source: Publisher[T]) -> Publisher[T]:
@@ -188,18 +178,6 @@ class _DropStage(Relay, Generic[T]):
             self._requested = add_demand(self._requested, n)
 
 
-class _DropPublisher(Publisher[T_co]):
-    __slots__ = ("_on_drop", "_source")
-
-    def __init__(self, source: Publisher[T_co], on_drop: Callable[[Any], object] | None) -> None:
-        self._source = source
-        self._on_drop = on_drop
-
-    def subscribe(self, subscriber: Subscriber[T_co]) -> None:
-        require_subscriber(subscriber)
-        self._source.subscribe(_DropStage(subscriber, self._on_drop))
-
-
 def on_backpressure_drop(source: Publisher[T], on_drop: Callable[[T], object] | None = None) -> Publisher[T]:
     """Request everything from ``source``; drop the items the subscriber has not asked for::
 
@@ -218,4 +196,4 @@ def on_backpressure_drop(source: Publisher[T], on_drop: Callable[[T], object] | 
     require_publisher(source, "source")
     if on_drop is not None:
         require_callable(on_drop, "on_drop")
-    return _DropPublisher(source, on_drop)
+    return StagePublisher("on_backpressure_drop", lambda subscriber: source.subscribe(_DropStage(subscriber, on_drop)))

@@ -10,19 +10,20 @@ from __future__ import annotations
 import threading
 from abc import ABC, abstractmethod
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from flowpy._core.demand import MAX_DEMAND, add_demand, check_request
 from flowpy._core.serial import SerialDrain
 from flowpy._core.upstream import UpstreamSlot
 from flowpy._signals import report, reraise_fatal, signal_subscribe
 from flowpy.executors import Task, direct_executor
-from flowpy.flow import Subscriber, Subscription
+from flowpy.flow import Publisher, Subscriber, Subscription
 
 __all__ = [
     "CancelledSubscription",
     "DemandDrain",
     "Relay",
+    "StagePublisher",
     "reject_subscriber",
     "require_callable",
     "require_non_negative",
@@ -77,6 +78,37 @@ def require_non_negative(value: object, name: str) -> None:
     _require_int(value, name)
     if value < 0:  # type: ignore[operator]
         raise ValueError(f"{name} must be non-negative, got {value!r}")
+
+
+T_co = TypeVar("T_co", covariant=True)
+
+
+class StagePublisher(Publisher[T_co], Generic[T_co]):
+    """The publisher every operator returns: ``subscribe`` checks rule 1.9, then runs ``connect``.
+
+    ``connect(subscriber)`` builds the operator's stage for that subscriber
+    and subscribes it upstream (for most operators,
+    ``source.subscribe(Stage(subscriber, ...))``): one stage per
+    subscriber, so an operator's publisher is cold exactly as its source is.
+    """
+
+    __slots__ = ("_connect", "_name")
+
+    def __init__(self, name: str, connect: Callable[[Subscriber[Any]], object]) -> None:
+        self._name = name
+        self._connect = connect
+
+    def subscribe(self, subscriber: Subscriber[T_co]) -> None:
+        """Build the stage for ``subscriber`` and connect it.
+
+        Raises:
+            TypeError: if ``subscriber`` is ``None`` (rule 1.9).
+        """
+        require_subscriber(subscriber)
+        self._connect(subscriber)
+
+    def __repr__(self) -> str:
+        return f"<{self._name} publisher>"
 
 
 class CancelledSubscription(Subscription):

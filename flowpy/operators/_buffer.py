@@ -5,11 +5,11 @@ Threading:  lists go downstream on the source's thread; there is no queue.
 
 from __future__ import annotations
 
-from typing import Any, Generic, TypeVar
+from typing import Generic, TypeVar
 
 from flowpy._core.demand import MAX_DEMAND
 from flowpy.flow import Publisher, Subscriber
-from flowpy.operators._base import Relay, require_positive, require_publisher, require_subscriber
+from flowpy.operators._base import Relay, StagePublisher, require_positive, require_publisher
 
 __all__ = ["buffer"]
 
@@ -56,18 +56,6 @@ class _BufferSubscriber(Relay, Generic[T]):
             upstream.request(min(n * self._count, MAX_DEMAND))
 
 
-class _BufferPublisher(Publisher[list[Any]]):
-    __slots__ = ("_count", "_source")
-
-    def __init__(self, source: Publisher[Any], count: int) -> None:
-        self._source = source
-        self._count = count
-
-    def subscribe(self, subscriber: Subscriber[list[Any]]) -> None:
-        require_subscriber(subscriber)
-        self._source.subscribe(_BufferSubscriber(subscriber, self._count))
-
-
 def buffer(source: Publisher[T], count: int) -> Publisher[list[T]]:
     """Emit the items of ``source`` in lists of ``count``; the last list may be shorter::
 
@@ -83,4 +71,4 @@ def buffer(source: Publisher[T], count: int) -> Publisher[list[T]]:
     """
     require_publisher(source, "source")
     require_positive(count, "count")
-    return _BufferPublisher(source, count)
+    return StagePublisher("buffer", lambda subscriber: source.subscribe(_BufferSubscriber(subscriber, count)))

@@ -27,10 +27,10 @@ from flowpy._signals import reraise_fatal, signal_subscribe
 from flowpy.flow import Publisher, Subscriber, Subscription
 from flowpy.operators._base import (
     DemandDrain,
+    StagePublisher,
     require_callable,
     require_positive,
     require_publisher,
-    require_subscriber,
 )
 from flowpy.operators._queue import QueueSubscriber
 
@@ -245,37 +245,13 @@ class _Outer(Subscriber[Any], Generic[T, R]):
         self._coordinator.outer_complete()
 
 
-class _FlatMapPublisher(Publisher[R]):
-    __slots__ = ("_fn", "_max_concurrency", "_prefetch", "_source")
-
-    def __init__(
-        self, source: Publisher[Any], fn: Callable[[Any], Publisher[R]], max_concurrency: int, prefetch: int
-    ) -> None:
-        self._source = source
-        self._fn = fn
-        self._max_concurrency = max_concurrency
-        self._prefetch = prefetch
-
-    def subscribe(self, subscriber: Subscriber[R]) -> None:
-        require_subscriber(subscriber)
-        self._source.subscribe(_Outer(subscriber, self._fn, self._max_concurrency, self._prefetch))
-
-
-class _MergePublisher(Publisher[T_co]):
-    __slots__ = ("_max_concurrency", "_prefetch", "_publishers")
-
-    def __init__(self, publishers: tuple[Publisher[T_co], ...], max_concurrency: int, prefetch: int) -> None:
-        self._publishers = publishers
-        self._max_concurrency = max_concurrency
-        self._prefetch = prefetch
-
-    def subscribe(self, subscriber: Subscriber[T_co]) -> None:
-        require_subscriber(subscriber)
-        coordinator: _Coordinator[T_co] = _Coordinator(
-            subscriber, self._max_concurrency, self._prefetch, iter(self._publishers)
-        )
-        if signal_subscribe(subscriber, coordinator):
-            coordinator._release()
+def _merge_into(
+    subscriber: Subscriber[T], publishers: tuple[Publisher[T], ...], max_concurrency: int, prefetch: int
+) -> None:
+    """Subscribe ``subscriber`` to a coordinator that merges ``publishers``."""
+    coordinator: _Coordinator[T] = _Coordinator(subscriber, max_concurrency, prefetch, iter(publishers))
+    if signal_subscribe(subscriber, coordinator):
+        coordinator._release()
 
 
 def _check_publishers(publishers: Iterable[object]) -> None:
@@ -313,7 +289,10 @@ def flat_map(
     require_callable(fn, "fn")
     require_positive(max_concurrency, "max_concurrency")
     require_positive(prefetch, "prefetch")
-    return _FlatMapPublisher(source, fn, min(max_concurrency, MAX_DEMAND), prefetch)
+    concurrency = min(max_concurrency, MAX_DEMAND)
+    return StagePublisher(
+        "flat_map", lambda subscriber: source.subscribe(_Outer(subscriber, fn, concurrency, prefetch))
+    )
 
 
 def merge(*publishers: Publisher[T], prefetch: int = 256) -> Publisher[T]:
@@ -334,7 +313,8 @@ def merge(*publishers: Publisher[T], prefetch: int = 256) -> Publisher[T]:
     """
     _check_publishers(publishers)
     require_positive(prefetch, "prefetch")
-    return _MergePublisher(publishers, max(len(publishers), 1), prefetch)
+    concurrency = max(len(publishers), 1)
+    return StagePublisher("merge", lambda subscriber: _merge_into(subscriber, publishers, concurrency, prefetch))
 
 
 def concat(*publishers: Publisher[T], prefetch: int = 256) -> Publisher[T]:
@@ -353,4 +333,4 @@ def concat(*publishers: Publisher[T], prefetch: int = 256) -> Publisher[T]:
     """
     _check_publishers(publishers)
     require_positive(prefetch, "prefetch")
-    return _MergePublisher(publishers, 1, prefetch)
+    return StagePublisher("concat", lambda subscriber: _merge_into(subscriber, publishers, 1, prefetch))

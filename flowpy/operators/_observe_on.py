@@ -19,27 +19,13 @@ from typing import Generic, TypeVar
 
 from flowpy.executors import DEFAULT, Default, Executor, Task, resolve_execute
 from flowpy.flow import Publisher, Subscriber
-from flowpy.operators._base import require_positive, require_publisher, require_subscriber
+from flowpy.operators._base import StagePublisher, require_positive, require_publisher
 from flowpy.operators._queue import HeadSubscriber, QueueDrain
 
 __all__ = ["observe_on"]
 
 T = TypeVar("T")
 T_co = TypeVar("T_co", covariant=True)
-
-
-class _ObserveOnPublisher(Publisher[T_co]):
-    __slots__ = ("_execute", "_prefetch", "_source")
-
-    def __init__(self, source: Publisher[T_co], execute: Callable[[Task], object], prefetch: int) -> None:
-        self._source = source
-        self._execute = execute
-        self._prefetch = prefetch
-
-    def subscribe(self, subscriber: Subscriber[T_co]) -> None:
-        require_subscriber(subscriber)
-        stage = _ObserveOn(subscriber, self._execute, self._prefetch)
-        self._source.subscribe(stage.upstream)
 
 
 class _ObserveOn(QueueDrain[T], Generic[T]):
@@ -79,4 +65,7 @@ def observe_on(source: Publisher[T], executor: Executor | Default = DEFAULT, *, 
     """
     require_publisher(source, "source")
     require_positive(prefetch, "prefetch")
-    return _ObserveOnPublisher(source, resolve_execute(executor), prefetch)
+    execute = resolve_execute(executor)
+    return StagePublisher(
+        "observe_on", lambda subscriber: source.subscribe(_ObserveOn(subscriber, execute, prefetch).upstream)
+    )

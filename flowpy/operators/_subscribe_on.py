@@ -20,7 +20,7 @@ from flowpy._core.serial import SerialDrain
 from flowpy._signals import signal_subscribe
 from flowpy.executors import DEFAULT, Default, Executor, Task, resolve_execute
 from flowpy.flow import Publisher, Subscriber, Subscription
-from flowpy.operators._base import reject_subscriber, require_publisher, require_subscriber
+from flowpy.operators._base import StagePublisher, reject_subscriber, require_publisher
 
 __all__ = ["SerialExecutor", "subscribe_on"]
 
@@ -191,18 +191,6 @@ class _SubscribeOn(Subscriber[T], Subscription, Generic[T]):
             self._upstream.cancel()
 
 
-class _SubscribeOnPublisher(Publisher[T_co]):
-    __slots__ = ("_execute", "_source")
-
-    def __init__(self, source: Publisher[T_co], execute: Callable[[Task], object]) -> None:
-        self._source = source
-        self._execute = execute
-
-    def subscribe(self, subscriber: Subscriber[T_co]) -> None:
-        require_subscriber(subscriber)
-        _SubscribeOn(subscriber, self._source, self._execute).start()
-
-
 def subscribe_on(source: Publisher[T], executor: Executor | Default = DEFAULT) -> Publisher[T]:
     """Call ``source.subscribe`` and every ``request`` on ``executor``, one at a time, in order::
 
@@ -218,4 +206,5 @@ def subscribe_on(source: Publisher[T], executor: Executor | Default = DEFAULT) -
         TypeError: if ``executor`` is ``None`` or not an executor.
     """
     require_publisher(source, "source")
-    return _SubscribeOnPublisher(source, resolve_execute(executor))
+    execute = resolve_execute(executor)
+    return StagePublisher("subscribe_on", lambda subscriber: _SubscribeOn(subscriber, source, execute).start())

@@ -16,10 +16,10 @@ from flowpy._signals import reraise_fatal, signal_subscribe
 from flowpy.flow import Publisher, Subscriber
 from flowpy.operators._base import (
     DemandDrain,
+    StagePublisher,
     require_callable,
     require_positive,
     require_publisher,
-    require_subscriber,
 )
 from flowpy.operators._queue import QueueSubscriber
 
@@ -91,24 +91,18 @@ class _ZipCoordinator(DemandDrain):
         self._produced(emitted, requested)
 
 
-class _ZipPublisher(Publisher[Any]):
-    __slots__ = ("_fn", "_prefetch", "_publishers")
-
-    def __init__(self, publishers: tuple[Publisher[Any], ...], fn: Callable[..., Any] | None, prefetch: int) -> None:
-        self._publishers = publishers
-        self._fn = fn
-        self._prefetch = prefetch
-
-    def subscribe(self, subscriber: Subscriber[Any]) -> None:
-        require_subscriber(subscriber)
-        coordinator = _ZipCoordinator(subscriber, self._fn, len(self._publishers), self._prefetch)
-        if not signal_subscribe(subscriber, coordinator):
-            return  # cancelled: no source is subscribed
-        for publisher, inner in zip(self._publishers, coordinator.inners, strict=True):
-            if coordinator.cancelled:
-                break
-            publisher.subscribe(inner)
-        coordinator._release()
+def _zip_into(
+    subscriber: Subscriber[Any], publishers: tuple[Publisher[Any], ...], fn: Callable[..., Any] | None, prefetch: int
+) -> None:
+    """Subscribe ``subscriber`` to a coordinator that zips ``publishers``."""
+    coordinator = _ZipCoordinator(subscriber, fn, len(publishers), prefetch)
+    if not signal_subscribe(subscriber, coordinator):
+        return  # cancelled: no source is subscribed
+    for publisher, inner in zip(publishers, coordinator.inners, strict=True):
+        if coordinator.cancelled:
+            break
+        publisher.subscribe(inner)
+    coordinator._release()
 
 
 def zip_(*publishers: Publisher[Any], fn: Callable[..., Any] | None = None, prefetch: int = 256) -> Publisher[Any]:
@@ -135,4 +129,4 @@ def zip_(*publishers: Publisher[Any], fn: Callable[..., Any] | None = None, pref
     if fn is not None:
         require_callable(fn, "fn")
     require_positive(prefetch, "prefetch")
-    return _ZipPublisher(publishers, fn, prefetch)
+    return StagePublisher("zip", lambda subscriber: _zip_into(subscriber, publishers, fn, prefetch))
