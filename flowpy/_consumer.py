@@ -88,8 +88,16 @@ class FutureSubscriber(Subscriber[T], Generic[T, R]):
             self._future.set_result(result)
 
 
+def no_result() -> None:
+    """The result of a future that only says when the stream ended (``consume``)."""
+    return None
+
+
 def subscribe_future(publisher: Publisher[T], fn: Callable[[T], object], result: Callable[[], R]) -> Future[R]:
-    """Subscribe a :class:`FutureSubscriber` to ``publisher`` and return its future."""
+    """Subscribe a :class:`FutureSubscriber` to ``publisher`` and return its future.
+
+    ``result()`` gives the future's value at ``on_complete``; :func:`no_result` for none.
+    """
     future: Future[R] = Future()
     publisher.subscribe(FutureSubscriber(fn, future, result))
     return future

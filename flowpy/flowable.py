@@ -22,6 +22,7 @@ from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
 
 from flowpy import operators, sources
+from flowpy._core.sentinels import NO_INITIAL
 from flowpy.executors import DEFAULT, Default, Executor
 from flowpy.flow import Publisher, Subscriber, default_buffer_size
 from flowpy.operators import ConnectablePublisher, OverflowPolicy
@@ -36,7 +37,6 @@ T = TypeVar("T")
 T_co = TypeVar("T_co", covariant=True)
 R = TypeVar("R")
 
-_NO_INITIAL: Any = object()
 
 
 class Flowable(Publisher[T_co]):
@@ -183,9 +183,9 @@ class Flowable(Publisher[T_co]):
         """Emit items while ``predicate`` holds (fused; see :func:`flowpy.operators.take_while`)."""
         return Flowable(operators.take_while(self._publisher, predicate))
 
-    def scan(self, fn: Callable[[R, T_co], R], initial: R = _NO_INITIAL) -> Flowable[R]:
+    def scan(self, fn: Callable[[R, T_co], R], initial: R = NO_INITIAL) -> Flowable[R]:
         """Emit the running fold (fused; see :func:`flowpy.operators.scan`)."""
-        if initial is _NO_INITIAL:
+        if initial is NO_INITIAL:
             return Flowable(operators.scan(self._publisher, fn))
         return Flowable(operators.scan(self._publisher, fn, initial))
 

@@ -32,7 +32,7 @@ from typing import Generic, TypeVar
 
 from flowpy._checks import require_int, require_positive_int
 from flowpy._core.demand import add_demand, check_request
-from flowpy._core.pull import DemandSubscription
+from flowpy._core.pull import END, DemandSubscription
 from flowpy._signals import report, reraise_fatal, signal_subscribe, signal_terminal
 from flowpy.executors import DEFAULT, Default, Executor, resolve_execute
 from flowpy.flow import Publisher, Subscriber, Subscription
@@ -333,8 +333,6 @@ def error(exception: BaseException) -> Publisher[T]:
 
 # --- Asynchronous iterables ------------------------------------------------------
 
-_END = object()  # marks an exhausted iterator
-
 
 class _IterableSubscription(DemandSubscription, Generic[T]):
     """One subscriber's walk over its own iterator, signalled on the executor.
@@ -368,7 +366,7 @@ class _IterableSubscription(DemandSubscription, Generic[T]):
         # --- Touched only inside the serial drain ----------------------
         self._subscribed = False  # on_subscribe was signalled
         self._iterator: Iterator[T] | None = None
-        self._next: object = _END  # the item after the last emitted one (look-ahead)
+        self._next: object = END  # the item after the last emitted one (look-ahead)
         self._budget = 0  # items this task may still emit before yielding the thread
 
     def cancel(self) -> None:
@@ -424,12 +422,12 @@ class _IterableSubscription(DemandSubscription, Generic[T]):
         if self._cancelled:
             return False
         try:
-            self._next = next(iterator, _END)
+            self._next = next(iterator, END)
         except BaseException as exc:
             self._terminate(exc)
             reraise_fatal(exc)
             return False
-        if self._next is _END:
+        if self._next is END:
             self._terminate(None)
             return False
         return True

@@ -42,7 +42,7 @@ from typing import Final, Generic, TypeVar
 
 from flowpy._buffered import Handler
 from flowpy._checks import require_positive_int
-from flowpy._consumer import subscribe_future
+from flowpy._consumer import no_result, subscribe_future
 from flowpy._exit import track
 from flowpy._impl import BufferedSubscription
 from flowpy.errors import ClosedPublisherError, DuplicateSubscriptionError, ReentrantSubmitError
@@ -590,7 +590,7 @@ class SubmissionPublisher(Publisher[T], Generic[T]):
         """
         if fn is None:
             raise TypeError("fn must not be None")
-        return subscribe_future(self, fn, _none)
+        return subscribe_future(self, fn, no_result)
 
     def __repr__(self) -> str:
         state = "closed" if self._closed else f"subscribers={len(self._subscriptions)}"
@@ -610,6 +610,3 @@ def _operation(timeout: float | None) -> str:
     """The public method behind a ``_publish`` call: ``submit`` waits without limit, ``offer`` does not."""
     return "submit" if timeout is None else "offer"
 
-
-def _none() -> None:
-    return None

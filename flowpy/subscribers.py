@@ -31,7 +31,7 @@ from types import TracebackType
 from typing import TypeVar
 
 from flowpy._checks import require_positive_int
-from flowpy._consumer import subscribe_future
+from flowpy._consumer import no_result, subscribe_future
 from flowpy._core.demand import MAX_DEMAND, replenish_limit
 from flowpy._core.serial import SerialDrain
 from flowpy._core.upstream import UpstreamSlot
@@ -468,7 +468,7 @@ def consume(publisher: Publisher[T], fn: Callable[[T], object]) -> Future[None]:
     _require(publisher, "publisher", "")
     if not callable(fn):
         raise TypeError(f"fn must be callable, got {fn!r}")
-    return subscribe_future(publisher, fn, _none)
+    return subscribe_future(publisher, fn, no_result)
 
 
 def collect(publisher: Publisher[T]) -> Future[list[T]]:
@@ -485,10 +485,6 @@ def collect(publisher: Publisher[T]) -> Future[list[T]]:
     _require(publisher, "publisher", "")
     items: list[T] = []
     return subscribe_future(publisher, items.append, lambda: items)
-
-
-def _none() -> None:
-    return None
 
 
 # --- iterate -------------------------------------------------------------------

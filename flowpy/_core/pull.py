@@ -22,6 +22,7 @@ from collections.abc import Callable
 from typing import Final, Generic, TypeVar, Union
 
 from flowpy._core.demand import MAX_DEMAND, add_demand, check_request
+from flowpy._core.sentinels import Sentinel
 from flowpy._core.serial import SerialDrain
 from flowpy._signals import report, signal_subscribe, signal_terminal
 from flowpy.executors import Task
@@ -32,23 +33,13 @@ __all__ = ["EMPTY", "END", "DemandSubscription", "PullSubscription", "Pulled"]
 T = TypeVar("T")
 
 
-class _Marker:
-    __slots__ = ("_name",)
-
-    def __init__(self, name: str) -> None:
-        self._name = name
-
-    def __repr__(self) -> str:
-        return self._name
-
-
-EMPTY: Final = _Marker("EMPTY")
+EMPTY: Final = Sentinel("EMPTY")
 """Returned by ``_next`` when no item is available yet; the source calls ``signal()`` later."""
 
-END: Final = _Marker("END")
+END: Final = Sentinel("END")
 """Returned by ``_next`` when the source is exhausted."""
 
-Pulled = Union[T, _Marker]  # noqa: UP007 - a runtime alias on 3.10
+Pulled = Union[T, Sentinel]  # noqa: UP007 - a runtime alias on 3.10
 
 # Implementation overview
 #

@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, TypeVar, cast
 
+from flowpy._core.sentinels import NO_INITIAL
 from flowpy.flow import Publisher
 from flowpy.operators._base import require_callable, require_publisher
 from flowpy.operators._fused import Step, fuse, indent
@@ -17,7 +18,6 @@ __all__ = ["map_", "scan"]
 T = TypeVar("T")
 R = TypeVar("R")
 
-_NO_INITIAL: Any = object()
 
 
 def _none_message(name: str, fn: object) -> str:
@@ -57,7 +57,7 @@ class _Scan(Step):
             f"    raise TypeError(message{index})",
             f"item = {accumulator}",
         ]
-        if self._initial is not _NO_INITIAL:
+        if self._initial is not NO_INITIAL:
             return [*fold, *rest]
         # Without an initial value the first item is the first accumulator.
         return [f"if {accumulator} is no_initial{index}:", f"    {accumulator} = item", "else:", *indent(fold), *rest]
@@ -66,7 +66,7 @@ class _Scan(Step):
         return {
             f"fn{index}": self._fn,
             f"initial{index}": self._initial,
-            f"no_initial{index}": _NO_INITIAL,
+            f"no_initial{index}": NO_INITIAL,
             f"message{index}": _none_message("scan", self._fn),
         }
 
@@ -93,7 +93,7 @@ def map_(source: Publisher[T], fn: Callable[[T], R]) -> Publisher[R]:
     return cast("Publisher[R]", fuse(source, _Map(fn)))
 
 
-def scan(source: Publisher[T], fn: Callable[[R, T], R], initial: R = _NO_INITIAL) -> Publisher[R]:
+def scan(source: Publisher[T], fn: Callable[[R, T], R], initial: R = NO_INITIAL) -> Publisher[R]:
     """Emit the running fold of ``source``: one accumulated value per item.
 
     ::
