@@ -21,10 +21,13 @@ import os
 import queue
 import threading
 import weakref
+from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Executor as FuturesExecutor
 from concurrent.futures import Future
 from typing import Any, Protocol, TypeVar, Union, runtime_checkable
+
+from flowpy._core.serial import SerialDrain
 
 __all__ = [
     "DEFAULT",
@@ -32,6 +35,7 @@ __all__ = [
     "Default",
     "DirectExecutor",
     "Executor",
+    "SerialExecutor",
     "SupportsExecute",
     "Task",
     "as_execute",
@@ -298,3 +302,33 @@ def resolve_execute(executor: Executor | Default, *, name: str = "executor") -> 
         TypeError: if ``executor`` is ``None`` or not an executor.
     """
     return as_execute(default_executor() if executor is DEFAULT else executor, name=name)
+
+
+class SerialExecutor:
+    """Runs tasks one at a time, in the order given, on an underlying executor.
+
+    At most one task of this serial executor is queued on, or running on, the
+    underlying executor; it runs every task queued meanwhile (a
+    :class:`~flowpy._core.serial.SerialDrain`). If the underlying executor
+    refuses, ``on_reject(exc)`` runs on the thread that called
+    :meth:`execute`, and no task runs after it. ``subscribe_on`` moves a
+    source's ``subscribe`` and ``request`` calls onto one.
+    """
+
+    __slots__ = ("_serial", "_tasks")
+
+    def __init__(self, execute: Callable[[Task], object], on_reject: Callable[[BaseException], None]) -> None:
+        # on_reject runs on the refused thread; no task of ours runs after it.
+        self._serial = SerialDrain(execute, self._drain, on_reject)
+        self._tasks: deque[Task] = deque()
+
+    def execute(self, task: Task) -> None:
+        """Queue ``task`` to run after the tasks queued before it."""
+        self._tasks.append(task)
+        self._serial.signal()
+
+    def _drain(self, first: bool) -> bool:
+        tasks = self._tasks
+        while tasks:
+            tasks.popleft()()
+        return False

@@ -10,7 +10,8 @@ from typing import Any
 
 import pytest
 
-from flowpy.executors import DaemonThreadPool, as_execute, default_executor, direct_executor
+from flowpy.executors import DaemonThreadPool, SerialExecutor, as_execute, default_executor, direct_executor
+from tests.support import ManualExecutor, RejectingExecutor
 
 
 def test_as_execute_prefers_execute_then_submit_then_callable() -> None:
@@ -153,3 +154,59 @@ def test_shutdown_cancelling_queued_tasks_leaves_the_pool_idle() -> None:
     assert pool.wait_idle(10)
     assert not never.done()  # dropped unrun, as concurrent.futures drops it from its queue
     pool.shutdown(wait=True)
+
+
+# --- SerialExecutor ---------------------------------------------------------------
+
+
+def test_serial_executor_runs_tasks_in_order_in_one_underlying_task() -> None:
+    underlying = ManualExecutor()
+    serial = SerialExecutor(underlying.execute, lambda error: None)
+    ran: list[int] = []
+    for n in range(3):
+        serial.execute(lambda n=n: ran.append(n))  # type: ignore[misc]
+    assert len(underlying.tasks) == 1
+    underlying.run_all()
+    assert ran == [0, 1, 2] and underlying.executed == 1
+
+
+def test_serial_executor_refused_calls_on_reject_and_runs_nothing_after() -> None:
+    refusal = RuntimeError("shut down")
+    rejected: list[BaseException] = []
+    serial = SerialExecutor(RejectingExecutor(0, refusal).execute, rejected.append)
+    ran: list[int] = []
+    serial.execute(lambda: ran.append(1))
+    serial.execute(lambda: ran.append(2))
+    assert rejected == [refusal] and ran == []
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.usefixtures("tiny_switch_interval")
+def test_serial_executor_tasks_from_many_threads_never_overlap() -> None:
+    pool = DaemonThreadPool(4)
+    try:
+        serial = SerialExecutor(pool.execute, lambda error: None)
+        inside = threading.Lock()
+        overlaps: list[int] = []
+        count = [0]
+
+        def task() -> None:
+            if not inside.acquire(blocking=False):
+                overlaps.append(1)
+                return
+            count[0] += 1
+            inside.release()
+
+        def submitter() -> None:
+            for _ in range(1_000):
+                serial.execute(task)
+
+        threads = [threading.Thread(target=submitter) for _ in range(4)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(30)
+        assert pool.wait_idle(30)
+        assert overlaps == [] and count[0] == 4_000
+    finally:
+        pool.shutdown()

@@ -12,13 +12,11 @@ Threading:  signals pass through on the thread the source uses; ``request``
 from __future__ import annotations
 
 import threading
-from collections import deque
 from collections.abc import Callable
 from typing import Generic, TypeVar
 
-from flowpy._core.serial import SerialDrain
 from flowpy._signals import signal_subscribe
-from flowpy.executors import DEFAULT, Default, Executor, Task, resolve_execute
+from flowpy.executors import DEFAULT, Default, Executor, SerialExecutor, Task, resolve_execute
 from flowpy.flow import Publisher, Subscriber, Subscription
 from flowpy.operators._base import StagePublisher, reject_subscriber, require_publisher
 
@@ -26,32 +24,6 @@ __all__ = ["SerialExecutor", "subscribe_on"]
 
 T = TypeVar("T")
 T_co = TypeVar("T_co", covariant=True)
-
-
-class SerialExecutor:
-    """Runs tasks one at a time, in the order given, on an underlying executor.
-
-    At most one task of this serial executor is queued on, or running on, the
-    underlying executor; it runs every task queued meanwhile.
-    """
-
-    __slots__ = ("_serial", "_tasks")
-
-    def __init__(self, execute: Callable[[Task], object], on_reject: Callable[[BaseException], None]) -> None:
-        # on_reject runs on the refused thread; no task of ours runs after it.
-        self._serial = SerialDrain(execute, self._drain, on_reject)
-        self._tasks: deque[Task] = deque()
-
-    def execute(self, task: Task) -> None:
-        """Queue ``task`` to run after the tasks queued before it."""
-        self._tasks.append(task)
-        self._serial.signal()
-
-    def _drain(self, first: bool) -> bool:
-        tasks = self._tasks
-        while tasks:
-            tasks.popleft()()
-        return False
 
 
 class _SubscribeOn(Subscriber[T], Subscription, Generic[T]):
