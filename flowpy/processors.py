@@ -480,6 +480,10 @@ class TransformProcessor(SubmissionPublisher[R], Processor[T, R], Generic[T, R])
         # --- Guarded by self._count_lock ---------------------------------
         self._started = False  # the first item was requested; set once
         self._downstream = 0  # subscribers counted by subscribe() that have not left
+        # The wrapper of each of those subscribers: one per subscriber, so that
+        # subscribing it again hands the publisher the same object, which it
+        # recognises as a duplicate by identity.
+        self._wrappers: list[_Downstream[R]] = []
 
     # --- Subscriber side -----------------------------------------------------
 
@@ -570,25 +574,58 @@ class TransformProcessor(SubmissionPublisher[R], Processor[T, R], Generic[T, R])
         # the executor): another subscriber leaving meanwhile must not find
         # this one uncounted, cancel the upstream and complete it early.
         with self._count_lock:
-            self._downstream += 1
+            wrapper = self._wrapper_of(subscriber)
+            fresh = wrapper is None
+            if wrapper is None:
+                wrapper = _Downstream(self, subscriber)
+                self._wrappers.append(wrapper)
+                self._downstream += 1
         added = False
         try:
-            added = self._subscribe(_Downstream(self, subscriber))
+            added = self._subscribe(wrapper)  # a duplicate: the publisher signals the existing subscription
         finally:
-            if not added:  # refused by the executor, or a duplicate: it never joined
-                with self._count_lock:
-                    self._downstream -= 1
+            if fresh and not added:  # refused by the executor: it never joined
+                self._forget(wrapper)
         self._start()
+
+    def is_subscribed(self, subscriber: Subscriber[R]) -> bool:
+        """Whether ``subscriber`` has an open subscription here.
+
+        Raises:
+            TypeError: if ``subscriber`` is ``None``.
+        """
+        if subscriber is None:
+            return super().is_subscribed(subscriber)
+        with self._count_lock:
+            wrapper = self._wrapper_of(subscriber)
+        return wrapper is not None and super().is_subscribed(wrapper)
+
+    def _wrapper_of(self, subscriber: Subscriber[R]) -> _Downstream[R] | None:
+        """The wrapper of ``subscriber`` (the same object, or an equal one), if it has not left.
+
+        Caller holds self._count_lock.
+        """
+        for wrapper in self._wrappers:
+            if wrapper.wrapped is subscriber or wrapper.wrapped == subscriber:
+                return wrapper
+        return None
+
+    def _forget(self, wrapper: _Downstream[R]) -> bool:
+        """Uncount ``wrapper``'s subscriber; return whether it was the last one."""
+        with self._count_lock:
+            if not any(w is wrapper for w in self._wrappers):
+                return False  # forgotten already (a refused subscribe that also signalled it)
+            self._wrappers.remove(wrapper)
+            self._downstream -= 1
+            return self._downstream == 0
 
     @property
     def subscribers(self) -> list[Subscriber[R]]:
         """A new list of the subscribers of open subscriptions (for monitoring)."""
         return [s.wrapped if isinstance(s, _Downstream) else s for s in super().subscribers]
 
-    def _left(self) -> None:
-        with self._count_lock:
-            self._downstream -= 1
-            last = self._downstream == 0
+    def _left(self, wrapper: _Downstream[R]) -> None:
+        last = self._forget(wrapper)
         if last and self._upstream.current is not None and not self.is_closed:
             self._upstream.cancel()
             self.close()
@@ -597,8 +634,8 @@ class TransformProcessor(SubmissionPublisher[R], Processor[T, R], Generic[T, R])
 class _Downstream(Subscriber[R]):
     """Wraps a subscriber of a :class:`TransformProcessor` to see it leave.
 
-    Equal to (and hashed as) the subscriber it wraps, so that duplicate
-    subscription checks and ``is_subscribed`` see the user's object.
+    The processor keeps one wrapper per subscriber (``_wrappers``), so a
+    duplicate ``subscribe`` hands the publisher the very same object.
     """
 
     def __init__(self, processor: TransformProcessor[Any, R], wrapped: Subscriber[R]) -> None:
@@ -627,15 +664,7 @@ class _Downstream(Subscriber[R]):
             if self.gone:
                 return
             self.gone = True
-        self.processor._left()
-
-    def __eq__(self, other: object) -> bool:
-        if isinstance(other, _Downstream):
-            other = other.wrapped
-        return self.wrapped is other or bool(self.wrapped == other)
-
-    def __hash__(self) -> int:
-        return hash(self.wrapped)
+        self.processor._left(self)
 
     def __repr__(self) -> str:
         return repr(self.wrapped)

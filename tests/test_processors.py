@@ -473,6 +473,32 @@ def test_transform_subscribers_are_the_users_objects() -> None:
     processor.close()
 
 
+def test_transform_equal_subscriber_is_a_duplicate_and_wrappers_are_not_equal_to_it() -> None:
+    class _Keyed(SyncRecorder):
+        def __init__(self, key: str) -> None:
+            super().__init__()
+            self.key = key
+
+        def __eq__(self, other: object) -> bool:
+            return isinstance(other, _Keyed) and other.key == self.key
+
+        __hash__ = None  # type: ignore[assignment]  # unhashable, as equal-by-value objects often are
+
+    processor: TransformProcessor[int, int] = TransformProcessor(abs, executor=direct_executor)
+    first, twin = _Keyed("a"), _Keyed("a")
+    processor.subscribe(first)
+    assert processor.is_subscribed(twin)  # equals, as the JDK's isSubscribed uses equals()
+    processor.subscribe(twin)
+    assert isinstance(first.error, DuplicateSubscriptionError)
+    assert twin.subscription is None  # a duplicate gets no on_subscribe
+    assert all(s is not first for s in processor._wrappers)
+    assert all(type(s).__eq__ is object.__eq__ for s in processor._wrappers)
+    assert not processor.is_subscribed(first)  # the duplicate ended it
+    processor.subscribe(_Keyed("a"))  # after it left, an equal one may join again
+    assert processor.number_of_subscribers == 1
+    processor.close()
+
+
 def test_transform_second_upstream_is_cancelled() -> None:
     processor: TransformProcessor[int, int] = TransformProcessor(abs, executor=direct_executor)
     SpyPublisher().subscribe(processor)
