@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import asyncio
+import threading
+from abc import abstractmethod
+from collections import deque
 from collections.abc import Callable
 from typing import TypeVar
 
 from flowpy import flow
 from flowpy._core.upstream import UpstreamSlot
 
-__all__ = ["ForwardingSubscriber", "post_to_loop", "run_on_loop"]
+__all__ = ["ForwardingSubscriber", "Inbox", "SingleSubscriber", "post_to_loop", "run_on_loop"]
 
 T = TypeVar("T")
 
@@ -76,3 +79,60 @@ class ForwardingSubscriber(flow.Subscriber[T]):
     def cancel(self) -> None:
         """Cancel the subscription, now or as soon as it arrives (rule 2.6)."""
         self._upstream.cancel()
+
+
+class Inbox(ForwardingSubscriber[T]):
+    """A forwarding subscriber that buffers signals for one consuming task of an event loop.
+
+    Signals may come from any thread: ``on_next`` appends to :attr:`_items`,
+    ``on_error``/``on_complete`` set :attr:`_error` then :attr:`_done`, and
+    each then calls :meth:`_wake` to rouse the consumer. The consumer pops
+    :attr:`_items` and requests only what it has popped, so at most
+    ``initial`` items are ever buffered.
+    """
+
+    __slots__ = ("_done", "_error", "_items")
+
+    def __init__(self, initial: int) -> None:
+        super().__init__(initial)
+        # Appended by on_next; popped only by the consuming task.
+        self._items: deque[T] = deque()
+        self._done = False  # set by on_complete/on_error after the last append
+        self._error: BaseException | None = None  # written before _done
+
+    def on_next(self, item: T) -> None:
+        if item is None:
+            raise TypeError("item must not be None (rule 2.13)")
+        self._items.append(item)
+        self._wake()
+
+    def on_error(self, error: BaseException) -> None:
+        if error is None:
+            raise TypeError("error must not be None (rule 2.13)")
+        self._error = error
+        self._done = True
+        self._wake()
+
+    def on_complete(self) -> None:
+        self._done = True
+        self._wake()
+
+    @abstractmethod
+    def _wake(self) -> None:
+        """Rouse the consuming task if it waits; called after every signal, on the signalling thread."""
+
+
+class SingleSubscriber:
+    """The guard of a publisher that serves one subscriber: only the first :meth:`claim` wins."""
+
+    __slots__ = ("_lock", "_taken")
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._taken = False  # guarded by _lock: the one subscriber has come
+
+    def claim(self) -> bool:
+        """Return ``True`` for the first caller only (thread-safe)."""
+        with self._lock:
+            taken, self._taken = self._taken, True
+        return not taken

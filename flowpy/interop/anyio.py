@@ -44,7 +44,6 @@ Threading:  call the three functions on the event loop's thread, from async
 from __future__ import annotations
 
 import threading
-from collections import deque
 from collections.abc import Callable
 from typing import Generic, TypeVar
 
@@ -62,7 +61,7 @@ from flowpy import flow
 from flowpy._checks import require, require_positive_int
 from flowpy._core.demand import MAX_DEMAND, add_demand, check_request, replenish_limit
 from flowpy.flow import default_buffer_size
-from flowpy.interop._common import ForwardingSubscriber
+from flowpy.interop._common import Inbox, SingleSubscriber
 
 __all__ = ["from_receive_stream", "to_receive_stream", "to_send_stream"]
 
@@ -149,37 +148,15 @@ class _Parking:
 # --- into anyio ----------------------------------------------------------------
 
 
-class _StreamSender(ForwardingSubscriber[T]):
+class _StreamSender(Inbox[T]):
     """The subscriber of :func:`to_send_stream`; signals may come from any thread."""
 
-    __slots__ = ("_done", "_error", "_items", "_parking", "_stream")
+    __slots__ = ("_parking", "_stream")
 
     def __init__(self, stream: MemoryObjectSendStream[T], prefetch: int, loop: _Loop) -> None:
         super().__init__(prefetch)
         self._stream = stream
-        # Appended by on_next; popped only by the sending task. Holds at most
-        # prefetch items: the task requests only what it has sent.
-        self._items: deque[T] = deque()
-        self._done = False  # set by on_complete/on_error after the last append
-        self._error: BaseException | None = None  # written before _done
         self._parking = _Parking(loop)
-
-    def on_next(self, item: T) -> None:
-        if item is None:
-            raise TypeError("item must not be None (rule 2.13)")
-        self._items.append(item)
-        self._wake()
-
-    def on_error(self, error: BaseException) -> None:
-        if error is None:
-            raise TypeError("error must not be None (rule 2.13)")
-        self._error = error
-        self._done = True
-        self._wake()
-
-    def on_complete(self) -> None:
-        self._done = True
-        self._wake()
 
     def _wake(self) -> None:
         if not self._parking.wake():  # the loop has finished: nobody will send again
@@ -412,14 +389,13 @@ class _StreamPull(flow.Subscription, Generic[T]):
 class _ReceiveStreamPublisher(flow.Publisher[T]):
     """The publisher returned by :func:`from_receive_stream`."""
 
-    __slots__ = ("_lock", "_loop", "_stream", "_taken", "_task_group")
+    __slots__ = ("_loop", "_single", "_stream", "_task_group")
 
     def __init__(self, stream: MemoryObjectReceiveStream[T], task_group: TaskGroup, loop: _Loop) -> None:
         self._stream = stream
         self._task_group = task_group
         self._loop = loop
-        self._lock = threading.Lock()
-        self._taken = False  # guarded by _lock: the stream has been handed to a subscriber
+        self._single = SingleSubscriber()  # the stream is handed to one subscriber
 
     def subscribe(self, subscriber: flow.Subscriber[T]) -> None:
         """Start receiving for ``subscriber`` in the task group; it gets ``on_subscribe`` on the loop's thread.
@@ -433,9 +409,7 @@ class _ReceiveStreamPublisher(flow.Publisher[T]):
         """
         if subscriber is None:
             raise TypeError("subscriber must not be None (rule 1.9)")
-        with self._lock:
-            taken, self._taken = self._taken, True
-        if taken:
+        if not self._single.claim():
             _reject(subscriber, RuntimeError("from_receive_stream serves one subscriber; clone() the stream for more"))
             return
         pull: _StreamPull[T] = _StreamPull(subscriber, self._stream, self._loop)

@@ -28,7 +28,6 @@ import asyncio
 import collections.abc
 import threading
 import weakref
-from collections import deque
 from collections.abc import AsyncGenerator, AsyncIterable, AsyncIterator, Awaitable
 from typing import Generic, TypeVar
 
@@ -38,7 +37,7 @@ from flowpy._core.demand import MAX_DEMAND, add_demand, check_request, replenish
 from flowpy._signals import reraise_fatal, signal_subscribe, signal_terminal
 from flowpy.flow import default_buffer_size
 from flowpy.interop._common import (
-    ForwardingSubscriber,
+    Inbox,
     post_to_loop,
     run_on_loop,
 )
@@ -76,18 +75,13 @@ def _resolve(waiter: asyncio.Future[None]) -> None:
         waiter.set_result(None)
 
 
-class _Inbox(ForwardingSubscriber[T]):
+class _Inbox(Inbox[T]):
     """The subscriber behind :class:`PublisherAsyncIterator`; signals may come from any thread."""
 
-    __slots__ = ("_done", "_error", "_items", "_lock", "_loop", "_waiter")
+    __slots__ = ("_lock", "_loop", "_waiter")
 
     def __init__(self, prefetch: int) -> None:
         super().__init__(prefetch)
-        # Appended by on_next; popped only by the consuming task. Holds at most
-        # prefetch items: the task requests only what it has popped.
-        self._items: deque[T] = deque()
-        self._done = False  # set by on_complete/on_error after the last append
-        self._error: BaseException | None = None  # written before _done
         # --- Guarded by self._lock: the parked consumer ------------------
         self._lock = threading.Lock()
         self._waiter: asyncio.Future[None] | None = None  # the future the task awaits, if parked
@@ -99,19 +93,8 @@ class _Inbox(ForwardingSubscriber[T]):
         if item is None:
             raise TypeError("item must not be None (rule 2.13)")
         self._items.append(item)
-        if self._waiter is not None:
+        if self._waiter is not None:  # the hot path: no call while the consumer is busy
             self._wake()
-
-    def on_error(self, error: BaseException) -> None:
-        if error is None:
-            raise TypeError("error must not be None (rule 2.13)")
-        self._error = error
-        self._done = True
-        self._wake()
-
-    def on_complete(self) -> None:
-        self._done = True
-        self._wake()
 
     def _wake(self) -> None:
         with self._lock:

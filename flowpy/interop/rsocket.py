@@ -61,7 +61,7 @@ from flowpy._checks import require
 from flowpy._core.demand import add_demand, check_request
 from flowpy._signals import reraise_fatal, signal_subscribe, signal_terminal
 from flowpy.errors import MissingBackpressureError
-from flowpy.interop._common import post_to_loop, run_on_loop
+from flowpy.interop._common import SingleSubscriber, post_to_loop, run_on_loop
 
 __all__ = [
     "MAX_REQUEST_N",
@@ -546,13 +546,12 @@ def _connect_on_first_request(publisher: Any) -> Callable[[_Inbound[Any]], None]
 class _RSocketPublisherAsFlowpy(flow.Publisher[T], frs.Publisher[T]):
     """The flowpy publisher returned by :func:`from_rsocket_publisher`."""
 
-    __slots__ = ("_lock", "_loop", "_publisher", "_taken")
+    __slots__ = ("_loop", "_publisher", "_single")
 
     def __init__(self, publisher: Any, loop: asyncio.AbstractEventLoop) -> None:
         self._publisher = publisher
         self._loop = loop
-        self._lock = threading.Lock()
-        self._taken = False  # guarded by _lock: the one subscriber has come
+        self._single = SingleSubscriber()  # an rsocket stream serves one subscriber
 
     def subscribe(self, subscriber: flow.Subscriber[T] | frs.Subscriber[T]) -> None:
         """Signal ``on_subscribe`` on the loop; the rsocket stream starts with the first request.
@@ -565,8 +564,7 @@ class _RSocketPublisherAsFlowpy(flow.Publisher[T], frs.Publisher[T]):
         """
         if subscriber is None:
             raise TypeError("subscriber must not be None (rule 1.9)")
-        with self._lock:
-            taken, self._taken = self._taken, True
+        taken = not self._single.claim()
         inbound: _Inbound[T] = _Inbound(subscriber, self._loop, _connect_on_first_request(self._publisher))
         subscription = _InboundSubscription(inbound)
 
