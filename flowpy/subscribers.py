@@ -113,19 +113,12 @@ class SyncSubscriber(Subscriber[T_contra], ABC):
         subscription = self._subscription
         if self._done or subscription is None:
             return
-        try:
-            more = self.when_next(item)
-        except BaseException as exc:
-            self._done = True
-            call_subscription(subscription, None)
-            self.when_error(exc)
-            reraise_fatal(exc)
-            return
-        if more:
-            call_subscription(subscription, 1)
-        else:
-            self._done = True
-            call_subscription(subscription, None)
+        _handle_one(self, subscription, item)
+
+    def _finish(self) -> None:
+        """Become done and cancel the subscription (rule 2.6)."""
+        self._done = True
+        self._upstream.cancel()
 
     def on_error(self, error: BaseException) -> None:
         """Pass ``error`` to :meth:`when_error` unless already done.
@@ -277,17 +270,29 @@ class AsyncSubscriber(Subscriber[T_contra], ABC):
         subscription = self._subscription
         if subscription is None:
             return  # rule 1.9 broken by the publisher: no subscription to request from
-        try:
-            more = self.when_next(item)
-        except BaseException as exc:
-            self._finish()
-            self.when_error(exc)
-            reraise_fatal(exc)
-            return
-        if more:
-            call_subscription(subscription, 1)
-        else:
-            self._finish()
+        _handle_one(self, subscription, item)
+
+
+def _handle_one(
+    owner: SyncSubscriber[T_contra] | AsyncSubscriber[T_contra], subscription: Subscription, item: T_contra
+) -> None:
+    """Pass ``item`` to ``owner.when_next``; then request one more, or finish.
+
+    If ``when_next`` raises, ``owner`` finishes (cancelling the subscription)
+    and ``when_error`` receives the exception (re-raised after if it is not
+    an ``Exception``).
+    """
+    try:
+        more = owner.when_next(item)
+    except BaseException as exc:
+        owner._finish()
+        owner.when_error(exc)
+        reraise_fatal(exc)
+        return
+    if more:
+        call_subscription(subscription, 1)
+    else:
+        owner._finish()
 
 
 # --- LambdaSubscriber ----------------------------------------------------------
