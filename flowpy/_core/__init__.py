@@ -13,6 +13,7 @@ One home per concept, each with its own tests under ``tests/_core/``:
 * :mod:`~flowpy._core.sentinels`: shared marker objects.
 
 Dependencies point one way: these modules import only the API modules
-(``flow``, ``errors``), :mod:`flowpy._signals` and :mod:`flowpy.executors`,
-never an implementation module; implementations import them.
+(``flow``, ``errors``), :mod:`flowpy._signals` and each other, never an
+implementation module; implementations (and :mod:`flowpy.executors`) import
+them. See ``docs/internals.md``.
 """

@@ -25,7 +25,6 @@ from flowpy._core.demand import MAX_DEMAND, add_demand, check_request
 from flowpy._core.sentinels import Sentinel
 from flowpy._core.serial import SerialDrain
 from flowpy._signals import report, signal_subscribe, signal_terminal
-from flowpy.executors import Task
 from flowpy.flow import Subscriber, Subscription
 
 __all__ = ["EMPTY", "END", "DemandSubscription", "PullSubscription", "Pulled"]
@@ -69,7 +68,7 @@ class DemandSubscription(Subscription):
 
     def __init__(
         self,
-        execute: Callable[[Task], object],
+        execute: Callable[[Callable[[], object]], object],
         drain: Callable[[bool], bool],
         on_reject: Callable[[BaseException], None],
     ) -> None:
@@ -115,7 +114,7 @@ class PullSubscription(DemandSubscription, Generic[T]):
     and its subscription cancelled (rule 2.13).
     """
 
-    def __init__(self, subscriber: Subscriber[T], execute: Callable[[Task], object]) -> None:
+    def __init__(self, subscriber: Subscriber[T], execute: Callable[[Callable[[], object]], object]) -> None:
         super().__init__(execute, self._drain, self._refused)
         self._subscriber = subscriber
         # --- Touched only by the drain --------------------------------------
