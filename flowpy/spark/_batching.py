@@ -11,6 +11,7 @@ from typing import Any
 from flowpy._checks import require_positive_int
 from flowpy._core.serial import SerialDrain
 from flowpy._core.upstream import UpstreamSlot
+from flowpy._signals import call_subscription
 from flowpy.executors import Task
 from flowpy.flow import Subscriber, Subscription
 
@@ -82,8 +83,14 @@ class BatchingSubscriber(Subscriber[Item]):
         Raises:
             TypeError: if ``subscription`` is ``None`` (rule 2.13).
         """
-        if self._slot.accept(subscription, is_open=not self._stopped):
-            self._subscribed()
+        if not self._slot.accept(subscription, is_open=not self._stopped):
+            return
+        with self._lock:
+            stopped = self._stopped
+        if stopped:  # stopped while it arrived: _stop() may have found no upstream to return
+            call_subscription(subscription, None)
+            return
+        self._subscribed()
 
     @property
     def _upstream(self) -> Subscription | None:

@@ -178,3 +178,11 @@ def test_batching_items_and_kicks_from_two_threads_never_overlap_and_lose_nothin
         assert collector.idles[-1] is True
     finally:
         pool.shutdown()
+
+
+def test_batching_subscription_arriving_after_a_stop_is_cancelled() -> None:
+    collector = _Collector(2, ManualExecutor().execute)
+    assert collector._stop() is None
+    upstream = _Upstream()
+    collector.on_subscribe(upstream)
+    assert upstream.cancelled == 1 and upstream.requests == []
