@@ -117,8 +117,11 @@ class QueueSubscriber(Subscriber[Any]):
             self.done = True
             self.parent._signal()
         else:
-            self.done = True
+            # The failure is recorded before this inner counts as done: a drain
+            # on another thread that finds it exhausted must also find the
+            # failure, or it would complete the downstream in its place.
             self.parent.fail(error)
+            self.done = True
 
     def on_complete(self) -> None:
         """Mark the upstream done and signal the parent's drain."""

@@ -8,6 +8,7 @@ from hypothesis import strategies as st
 
 from flowpy import operators
 from flowpy.errors import MissingBackpressureError
+from flowpy.operators._merge import _Coordinator
 from flowpy.sources import RangePublisher, error, just
 from tests.operators.conftest import WAIT, Spy, drive, items_lists, patterns
 from tests.sources_helpers import SpyPublisher
@@ -45,6 +46,30 @@ def test_merge_error_cancels_the_other_sources() -> None:
     operators.merge(spy, error(KeyError("x"))).subscribe(recorder)
     assert isinstance(recorder.error, KeyError)
     assert spy.subscription.cancelled.is_set()
+
+
+def test_an_inner_error_is_never_completed_by_a_drain_that_runs_while_it_is_recorded(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # An inner's on_error may arrive on a producer thread while another
+    # thread's drain pass runs. Such a pass is forced into the window at the
+    # moment the coordinator is told of the failure: it must not find the
+    # inner exhausted without the failure and complete the downstream.
+    fail = _Coordinator.fail
+
+    def fail_after_a_concurrent_pass(self: _Coordinator[int], error: BaseException) -> None:
+        self._signal()
+        fail(self, error)
+
+    monkeypatch.setattr(_Coordinator, "fail", fail_after_a_concurrent_pass)
+    source = SpyPublisher()
+    recorder = Recorder()
+    operators.merge(source).subscribe(recorder)
+    recorder.request(1)
+    assert source.subscriber is not None
+    source.subscriber.on_error(KeyError("inner"))
+    assert not recorder.completed
+    assert isinstance(recorder.error, KeyError)
 
 
 def test_merge_source_over_prefetch_signals_missing_backpressure() -> None:
