@@ -163,10 +163,10 @@ class QueueSubscriber(Subscriber[Any]):
 
         Called on the upstream's thread; the queue is left to the drain.
         """
+        self.parent.fail(MissingBackpressureError(self.overflow_message()))  # before done: see on_error
         self.done = True
         if self.subscription is not None:
             self.subscription.cancel()
-        self.parent.fail(MissingBackpressureError(self.overflow_message()))
 
     def overflow_message(self) -> str:
         """What :class:`~flowpy.errors.MissingBackpressureError` says on overflow."""

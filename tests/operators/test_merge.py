@@ -8,9 +8,8 @@ from hypothesis import strategies as st
 
 from flowpy import operators
 from flowpy.errors import MissingBackpressureError
-from flowpy.operators._merge import _Coordinator
 from flowpy.sources import RangePublisher, error, just
-from tests.operators.conftest import WAIT, Spy, drive, items_lists, patterns
+from tests.operators.conftest import WAIT, Spy, before_each_failure, drive, items_lists, patterns
 from tests.sources_helpers import SpyPublisher
 from tests.support import Recorder
 
@@ -52,16 +51,9 @@ def test_an_inner_error_is_never_completed_by_a_drain_that_runs_while_it_is_reco
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     # An inner's on_error may arrive on a producer thread while another
-    # thread's drain pass runs. Such a pass is forced into the window at the
-    # moment the coordinator is told of the failure: it must not find the
-    # inner exhausted without the failure and complete the downstream.
-    fail = _Coordinator.fail
-
-    def fail_after_a_concurrent_pass(self: _Coordinator[int], error: BaseException) -> None:
-        self._signal()
-        fail(self, error)
-
-    monkeypatch.setattr(_Coordinator, "fail", fail_after_a_concurrent_pass)
+    # thread's drain pass runs: such a pass must not find the inner exhausted
+    # without the failure and complete the downstream.
+    before_each_failure(monkeypatch, lambda coordinator: coordinator._signal())
     source = SpyPublisher()
     recorder = Recorder()
     operators.merge(source).subscribe(recorder)
@@ -70,6 +62,20 @@ def test_an_inner_error_is_never_completed_by_a_drain_that_runs_while_it_is_reco
     source.subscriber.on_error(KeyError("inner"))
     assert not recorder.completed
     assert isinstance(recorder.error, KeyError)
+
+
+def test_an_overflowing_inner_is_never_completed_by_a_request_that_drains_it_meanwhile(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    source = SpyPublisher()
+    recorder = Recorder()
+    operators.merge(source, prefetch=2).subscribe(recorder)
+    before_each_failure(monkeypatch, lambda coordinator: recorder.request(2))
+    assert source.subscriber is not None
+    for item in range(3):
+        source.subscriber.on_next(item)
+    assert not recorder.completed
+    assert isinstance(recorder.error, MissingBackpressureError)
 
 
 def test_merge_source_over_prefetch_signals_missing_backpressure() -> None:
