@@ -24,7 +24,7 @@ from typing import Generic, TypeVar
 
 from flowpy import flow
 from flowpy._demand import add_demand, check_request
-from flowpy.executors import Executor, as_execute
+from flowpy.tck.executor import Executor, as_execute
 
 __all__ = ["AsyncIterablePublisher", "helper_publisher"]
 
@@ -47,7 +47,8 @@ class AsyncIterablePublisher(flow.Publisher[T]):
         iterable: the items; ``iter(iterable)`` is called once per subscriber,
             on the executor. If it raises, the subscriber gets ``on_subscribe``
             and then ``on_error`` with that exception.
-        executor: where the signals run (any flowpy executor).
+        executor: where the signals run: a ``concurrent.futures.Executor``, an
+            object with ``execute(fn)`` or a callable (:mod:`flowpy.tck.executor`).
         batch_size: the most items sent in one executor task.
 
     Raises:

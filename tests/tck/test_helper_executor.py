@@ -9,6 +9,7 @@ import pytest
 from flowpy.executors import DaemonThreadPool, Executor
 from flowpy.tck import TestEnvironment
 from flowpy.tck._base import Verification
+from flowpy.tck.executor import DaemonPool
 from flowpy.tck.runner import Status, run_verification, verification_for
 from tests.tck.reference import SyncSubscriber
 
@@ -27,7 +28,7 @@ def _required(name: str) -> bool:
     return "_required_" in name
 
 
-def _rejects_new_tasks(pool: DaemonThreadPool) -> bool:
+def _rejects_new_tasks(pool: DaemonThreadPool | DaemonPool) -> bool:
     try:
         pool.execute(lambda: None)
     except RuntimeError as exc:
@@ -54,7 +55,7 @@ def test_default_helper_executor_is_shut_down_by_teardown_class() -> None:
     verification = _blackbox("TestDefault", None)
     instance: Any = verification()
     pool = instance.helper_executor()
-    assert isinstance(pool, DaemonThreadPool)
+    assert isinstance(pool, DaemonPool)  # the TCK's own pool, not the library's
     assert instance.helper_executor() is pool  # one per class
     verification.teardown_class()  # type: ignore[attr-defined]
     assert _rejects_new_tasks(pool)
@@ -73,7 +74,7 @@ def test_override_returning_the_default_pool_leaves_it_to_the_tck() -> None:
     pool = TestLogged().helper_executor()
     TestLogged.teardown_class()
     assert TestLogged.calls == 1
-    assert isinstance(pool, DaemonThreadPool)
+    assert isinstance(pool, DaemonPool)
     assert _rejects_new_tasks(pool)
 
 
