@@ -134,3 +134,28 @@ def test_tck_modules_import_no_cycle() -> None:
 )
 def test_violations_are_found_wherever_the_import_is(source: str, expected: list[str]) -> None:
     assert violations(source, "flowpy.tck.environment") == expected
+
+
+def test_rule_is_stated_with_the_same_modules_in_the_package_and_the_docs() -> None:
+    import flowpy.tck
+
+    docs = (FLOWPY.parent / "docs" / "tck.md").read_text(encoding="utf-8")
+    rule = docs[docs.index("## What the kit depends on"):docs.index("## Where it departs")]
+    for name in API_LAYER:
+        assert name in (flowpy.tck.__doc__ or ""), name
+        assert f"`{name}`" in rule, name
+
+
+def test_names_of_the_environment_module_stay_importable_from_it() -> None:
+    import flowpy.tck
+    import flowpy.tck.environment as environment
+
+    before_the_split = [
+        "DEFAULT_TIMEOUT_MILLIS", "TEST_BUFFER_SIZE", "BlackholeSubscriberWithSubscriptionSupport", "Latch",
+        "ManualPublisher", "ManualSubscriber", "ManualSubscriberWithSubscriptionSupport", "Promise", "Receptacle",
+        "SkipTest", "SubscriberBufferOverflowError", "TestEnvironment", "TestException", "TestSubscriber", "skip",
+    ]
+    assert sorted(environment.__all__) == sorted(before_the_split)
+    for name in before_the_split:
+        value = getattr(environment, name)
+        assert getattr(flowpy.tck, name, value) is value  # one object, wherever it is imported from
