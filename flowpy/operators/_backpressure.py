@@ -165,7 +165,7 @@ class _DropStage(Relay, Generic[T]):
             TypeError: if ``item`` is ``None`` (rule 2.13).
         """
         if item is None:
-            raise none_error("on_next item", "2.13")
+            raise none_error("item", "2.13")
         if self.done:
             return
         if self._emitted < self._requested:

@@ -241,7 +241,7 @@ class Relay(Subscriber[Any], Subscription):
         Raises:
             TypeError: if ``error`` is ``None`` (rule 2.13).
         """
-        require(error, "on_error error", "2.13")
+        require(error, "error", "2.13")
         if self._end():
             self._downstream.on_error(error)
 

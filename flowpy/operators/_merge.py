@@ -221,7 +221,7 @@ class _Outer(Subscriber[Any], Generic[T, R]):
 
     def on_next(self, item: T) -> None:
         if item is None:
-            raise none_error("on_next item", "2.13")
+            raise none_error("item", "2.13")
         coordinator = self._coordinator
         if coordinator.cancelled or coordinator.outer_done:
             return
@@ -236,7 +236,7 @@ class _Outer(Subscriber[Any], Generic[T, R]):
         coordinator.add(publisher)
 
     def on_error(self, error: BaseException) -> None:
-        require(error, "on_error error", "2.13")
+        require(error, "error", "2.13")
         self._coordinator.outer_done = True
         self._coordinator.fail(error)
 

@@ -90,7 +90,7 @@ class QueueSubscriber(Subscriber[Any]):
             TypeError: if ``item`` is ``None`` (rule 2.13).
         """
         if item is None:
-            raise none_error("on_next item", "2.13")
+            raise none_error("item", "2.13")
         if self.done:
             return
         # Only this thread appends and the drain only pops, so the length
@@ -108,7 +108,7 @@ class QueueSubscriber(Subscriber[Any]):
         Raises:
             TypeError: if ``error`` is ``None`` (rule 2.13).
         """
-        require(error, "on_error error", "2.13")
+        require(error, "error", "2.13")
         if self.done:
             return
         if self._delay_error:

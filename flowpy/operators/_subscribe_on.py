@@ -138,7 +138,7 @@ class _SubscribeOn(Subscriber[T], Subscription, Generic[T]):
             TypeError: if ``item`` is ``None`` (rule 2.13).
         """
         if item is None:
-            raise none_error("on_next item", "2.13")
+            raise none_error("item", "2.13")
         self._signalling += 1
         try:
             if self._refused is None and not self._terminated:
@@ -154,7 +154,7 @@ class _SubscribeOn(Subscriber[T], Subscription, Generic[T]):
         Raises:
             TypeError: if ``error`` is ``None`` (rule 2.13).
         """
-        require(error, "on_error error", "2.13")
+        require(error, "error", "2.13")
         if self._claim_terminal():
             self._downstream.on_error(error)
 
