@@ -19,7 +19,7 @@ from concurrent.futures import Executor as FuturesExecutor
 from concurrent.futures import Future
 from typing import Any, Protocol, TypeVar, Union, runtime_checkable
 
-from flowpy._checks import require_positive_int
+from flowpy._checks import require, require_positive_int
 
 __all__ = ["DaemonPool", "Executor", "SupportsExecute", "Task", "as_execute"]
 
@@ -47,8 +47,7 @@ def as_execute(executor: Executor) -> Callable[[Task], object]:
     Raises:
         TypeError: if ``executor`` is ``None`` or is none of the three kinds.
     """
-    if executor is None:
-        raise TypeError("executor must not be None")
+    require(executor, "executor")
     execute = getattr(executor, "execute", None)
     if callable(execute):
         return execute  # type: ignore[no-any-return]
