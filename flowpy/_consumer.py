@@ -11,8 +11,9 @@ from concurrent.futures import Future, InvalidStateError
 from contextlib import suppress
 from typing import Generic, TypeVar
 
-from flowpy._core.demand import MAX_DEMAND
+from flowpy._checks import none_error, require
 from flowpy._core.upstream import UpstreamSlot
+from flowpy._demand import MAX_DEMAND
 from flowpy._signals import reraise_fatal
 from flowpy.flow import Publisher, Subscriber, Subscription
 
@@ -55,7 +56,7 @@ class FutureSubscriber(Subscriber[T], Generic[T, R]):
 
     def on_next(self, item: T) -> None:
         if item is None:
-            raise TypeError("item must not be None (rule 2.13)")
+            raise none_error("item", "2.13")
         if self._future.done():
             return  # cancelled or failed; items still in flight are ignored (rule 2.8)
         try:
@@ -69,8 +70,7 @@ class FutureSubscriber(Subscriber[T], Generic[T, R]):
             reraise_fatal(exc)
 
     def on_error(self, error: BaseException) -> None:
-        if error is None:
-            raise TypeError("error must not be None (rule 2.13)")
+        require(error, "error", "2.13")
         with suppress(InvalidStateError):  # cancelled, or failed by fn
             self._future.set_exception(error)
 

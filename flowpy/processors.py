@@ -20,10 +20,10 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any, Generic, TypeVar
 
-from flowpy._checks import require_positive_int
-from flowpy._core.demand import add_demand, check_request, replenish_limit
+from flowpy._checks import none_error, require, require_callable, require_positive_int, require_subscriber
 from flowpy._core.serial import SerialDrain
 from flowpy._core.upstream import UpstreamSlot
+from flowpy._demand import add_demand, check_request, replenish_limit
 from flowpy._signals import call_subscription, report, reraise_fatal, signal_subscribe, signal_terminal
 from flowpy.errors import ClosedPublisherError, MissingBackpressureError
 from flowpy.executors import DEFAULT, Default, Executor
@@ -101,7 +101,7 @@ class MulticastProcessor(Processor[T, T]):
 
     It requests ``prefetch`` items from its upstream, queues them, and
     re-requests three quarters of the window each time that many were
-    delivered (:func:`flowpy._core.demand.replenish_limit`). Every
+    delivered (:func:`flowpy._demand.replenish_limit`). Every
     subscriber receives the same items in the same order, none skipped: an
     item goes out only when *every* current subscriber has demand for it,
     so the slowest subscriber paces the others (and the upstream).
@@ -184,8 +184,7 @@ class MulticastProcessor(Processor[T, T]):
         Raises:
             TypeError: if ``subscriber`` is ``None`` (rule 1.9).
         """
-        if subscriber is None:
-            raise TypeError("subscriber must not be None (rule 1.9)")
+        require_subscriber(subscriber)
         subscription = _MulticastSubscription(self, subscriber)
         if not signal_subscribe(subscriber, subscription):  # before it can be signalled (rule 1.9)
             return
@@ -257,7 +256,7 @@ class MulticastProcessor(Processor[T, T]):
             TypeError: if ``item`` is ``None`` (rule 2.13).
         """
         if item is None:
-            raise TypeError("item must not be None (rule 2.13)")
+            raise none_error("item", "2.13")
         if self._done or self._terminated:
             return  # after our terminal or our cancel (rule 2.8)
         if len(self._queue) >= self._prefetch:
@@ -278,8 +277,7 @@ class MulticastProcessor(Processor[T, T]):
         Raises:
             TypeError: if ``error`` is ``None`` (rule 2.13).
         """
-        if error is None:
-            raise TypeError("error must not be None (rule 2.13)")
+        require(error, "error", "2.13")
         self._end(error)
 
     def on_complete(self) -> None:
@@ -468,8 +466,7 @@ class TransformProcessor(SubmissionPublisher[R], Processor[T, R], Generic[T, R])
                 or not an executor.
             ValueError: if ``max_buffer_capacity`` is not positive.
         """
-        if not callable(fn):
-            raise TypeError(f"fn must be callable, got {fn!r}")
+        require_callable(fn, "fn")
         if executor is DEFAULT:
             super().__init__(max_buffer_capacity=max_buffer_capacity)
         else:
@@ -513,7 +510,7 @@ class TransformProcessor(SubmissionPublisher[R], Processor[T, R], Generic[T, R])
             TypeError: if ``item`` is ``None`` (rule 2.13).
         """
         if item is None:
-            raise TypeError("item must not be None (rule 2.13)")
+            raise none_error("item", "2.13")
         upstream = self._upstream.current
         if upstream is None:
             return  # after cancel (rule 2.8)
@@ -546,8 +543,7 @@ class TransformProcessor(SubmissionPublisher[R], Processor[T, R], Generic[T, R])
         Raises:
             TypeError: if ``error`` is ``None`` (rule 2.13).
         """
-        if error is None:
-            raise TypeError("error must not be None (rule 2.13)")
+        require(error, "error", "2.13")
         self._upstream.detach()
         self.close_exceptionally(error)
 
@@ -568,8 +564,7 @@ class TransformProcessor(SubmissionPublisher[R], Processor[T, R], Generic[T, R])
         Raises:
             TypeError: if ``subscriber`` is ``None`` (rule 1.9).
         """
-        if subscriber is None:
-            raise TypeError("subscriber must not be None (rule 1.9)")
+        require_subscriber(subscriber)
         # Counted from here, not from its on_subscribe (which runs later, on
         # the executor): another subscriber leaving meanwhile must not find
         # this one uncounted, cancel the upstream and complete it early.

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from flowpy._core.demand import MAX_DEMAND
+from flowpy._demand import MAX_DEMAND
 from flowpy.sources import IterablePublisher, RangePublisher, empty, error, just
 from tests.sources_helpers import (
     WAIT,
@@ -131,7 +131,7 @@ def test_range_subscribe_none_raises_type_error() -> None:
 @pytest.mark.parametrize(
     ("start", "count", "kind", "message"),
     [
-        (0, -1, ValueError, r"^count must be >= 0, got -1$"),
+        (0, -1, ValueError, r"^count must be non-negative, got -1$"),
         (0, 1.5, TypeError, r"^count must be an int, got 1\.5$"),
         ("0", 1, TypeError, r"^start must be an int, got '0'$"),
         (0, True, TypeError, r"^count must be an int, got True$"),

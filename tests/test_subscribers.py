@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from flowpy._core.demand import MAX_DEMAND
+from flowpy._demand import MAX_DEMAND
 from flowpy.executors import DaemonThreadPool
 from flowpy.sources import IterablePublisher, RangePublisher, error, just
 from flowpy.subscribers import AsyncSubscriber, LambdaSubscriber, SyncSubscriber, collect, iterate

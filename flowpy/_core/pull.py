@@ -21,9 +21,9 @@ from abc import abstractmethod
 from collections.abc import Callable
 from typing import Final, Generic, TypeVar, Union
 
-from flowpy._core.demand import MAX_DEMAND, add_demand, check_request
 from flowpy._core.sentinels import Sentinel
 from flowpy._core.serial import SerialDrain
+from flowpy._demand import MAX_DEMAND, add_demand, check_request
 from flowpy._signals import report, signal_subscribe, signal_terminal
 from flowpy.flow import Subscriber, Subscription
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import threading
 
+from flowpy._checks import require
 from flowpy._signals import call_subscription
 from flowpy.flow import Subscription
 
@@ -44,8 +45,7 @@ class UpstreamSlot:
         Raises:
             TypeError: if ``subscription`` is ``None`` (rule 2.13).
         """
-        if subscription is None:
-            raise TypeError("subscription must not be None (rule 2.13)")
+        require(subscription, "subscription", "2.13")
         with self._lock:
             accepted = is_open and not self.connected and not self.cancelled
             if accepted:

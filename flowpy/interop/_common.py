@@ -10,6 +10,7 @@ from collections.abc import Callable
 from typing import TypeVar
 
 from flowpy import flow
+from flowpy._checks import none_error, require
 from flowpy._core.upstream import UpstreamSlot
 
 __all__ = ["ForwardingSubscriber", "Inbox", "SingleSubscriber", "post_to_loop", "run_on_loop"]
@@ -102,13 +103,12 @@ class Inbox(ForwardingSubscriber[T]):
 
     def on_next(self, item: T) -> None:
         if item is None:
-            raise TypeError("item must not be None (rule 2.13)")
+            raise none_error("item", "2.13")
         self._items.append(item)
         self._wake()
 
     def on_error(self, error: BaseException) -> None:
-        if error is None:
-            raise TypeError("error must not be None (rule 2.13)")
+        require(error, "error", "2.13")
         self._error = error
         self._done = True
         self._wake()

@@ -58,8 +58,8 @@ except ImportError as _error:
     raise missing_extra(__name__, "anyio", "anyio") from _error
 
 from flowpy import flow
-from flowpy._checks import require, require_positive_int
-from flowpy._core.demand import MAX_DEMAND, add_demand, check_request, replenish_limit
+from flowpy._checks import require, require_positive_int, require_subscriber
+from flowpy._demand import MAX_DEMAND, add_demand, check_request, replenish_limit
 from flowpy.flow import default_buffer_size
 from flowpy.interop._common import Inbox, SingleSubscriber
 
@@ -407,8 +407,7 @@ class _ReceiveStreamPublisher(flow.Publisher[T]):
         Raises:
             TypeError: if ``subscriber`` is ``None`` (rule 1.9).
         """
-        if subscriber is None:
-            raise TypeError("subscriber must not be None (rule 1.9)")
+        require_subscriber(subscriber)
         if not self._single.claim():
             _reject(subscriber, RuntimeError("from_receive_stream serves one subscriber; clone() the stream for more"))
             return

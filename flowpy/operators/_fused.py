@@ -29,7 +29,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable
 from typing import Any, Generic, TypeVar
 
-from flowpy._core.demand import add_demand
+from flowpy._demand import add_demand
 from flowpy._signals import report, reraise_fatal
 from flowpy.flow import Publisher, Subscriber, Subscription
 from flowpy.operators._base import Relay, require_subscriber
@@ -141,7 +141,7 @@ def _compile(steps: tuple[Step, ...]) -> tuple[Factory, dict[str, object]]:
         "    def on_next(item):",
         f"        nonlocal {variables}",
         "        if item is None:",
-        "            raise TypeError('on_next item must not be None (rule 2.13)')",
+        "            raise TypeError('item must not be None (rule 2.13)')",
         "        if not live:",
         "            return",
         *(["        credit -= 1"] if drops else []),

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, TypeVar, cast
 
-from flowpy._core.demand import add_demand
+from flowpy._demand import add_demand
 from flowpy.flow import Publisher
 from flowpy.operators._base import require_callable, require_non_negative, require_publisher
 from flowpy.operators._fused import Demand, Step, fuse, indent

@@ -8,7 +8,7 @@ from collections import deque
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from flowpy._checks import require_positive_int
+from flowpy._checks import none_error, require, require_positive_int
 from flowpy._core.serial import SerialDrain
 from flowpy._core.upstream import UpstreamSlot
 from flowpy._signals import call_subscription
@@ -104,7 +104,7 @@ class BatchingSubscriber(Subscriber[Item]):
             TypeError: if ``item`` is ``None`` (rule 2.13).
         """
         if item is None:
-            raise TypeError("item must not be None (rule 2.13)")
+            raise none_error("item", "2.13")
         collecting = self._collecting  # upstream signals are serial (rule 1.3): no lock per row
         collecting.append(item)
         if len(collecting) < self._batch_size:
@@ -124,8 +124,7 @@ class BatchingSubscriber(Subscriber[Item]):
         Raises:
             TypeError: if ``error`` is ``None`` (rule 2.13).
         """
-        if error is None:
-            raise TypeError("error must not be None (rule 2.13)")
+        require(error, "error", "2.13")
         self._upstream_failed(error)
 
     def on_complete(self) -> None:

@@ -11,8 +11,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from flowpy._core.demand import MAX_DEMAND
 from flowpy._core.pull import EMPTY, END, DemandSubscription, Pulled, PullSubscription
+from flowpy._demand import MAX_DEMAND
 from flowpy.executors import Task, as_execute, default_executor, direct_executor
 from flowpy.flow import Publisher, Subscriber
 from flowpy.tck import PublisherVerification, TestEnvironment

@@ -16,7 +16,7 @@ pytest.importorskip("trio")
 
 from anyio import wait_all_tasks_blocked  # noqa: E402
 
-from flowpy._core.demand import replenish_limit  # noqa: E402
+from flowpy._demand import replenish_limit  # noqa: E402
 from flowpy.flowable import Flowable  # noqa: E402
 from flowpy.interop.anyio import from_receive_stream, to_receive_stream, to_send_stream  # noqa: E402
 from flowpy.submission import SubmissionPublisher  # noqa: E402

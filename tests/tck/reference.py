@@ -11,7 +11,7 @@ from collections import deque
 from typing import Any, Generic, TypeVar
 
 from flowpy import flow
-from flowpy._core.demand import MAX_DEMAND, add_demand, check_request
+from flowpy._demand import MAX_DEMAND, add_demand, check_request
 from flowpy.executors import Executor, as_execute
 from flowpy.tck import SubscriberPuppet, WhiteboxSubscriberProbe
 
