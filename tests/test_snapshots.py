@@ -83,7 +83,12 @@ def test_snapshot_offer_to_a_full_buffer_counts_a_drop_per_subscriber() -> None:
     executor.run_all()
     assert publisher.offer(2) == -1
     retried: list[Any] = []
-    assert publisher.offer(3, lambda subscriber, item: retried.append(item) or True) == -1
+
+    def retry(subscriber: Any, item: int) -> bool:
+        retried.append(item)
+        return True
+
+    assert publisher.offer(3, retry) == -1
     assert retried == [3]  # retried once, still full: one drop, not two
     readings = {reading.subscriber: reading for reading in publisher.snapshot().subscribers}
     assert readings[full] == SubscriberSnapshot(full, 2, 2, 0, 0, 2)

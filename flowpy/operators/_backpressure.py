@@ -88,7 +88,7 @@ class _BufferStage(QueueDrain[T], Generic[T]):
 
 
 class _BufferPublisher(Publisher[T_co]):
-    __slots__ = ("_capacity", "_policy", "_source", "_stages")
+    __slots__ = ("__weakref__", "_capacity", "_policy", "_source", "_stages")
 
     def __init__(self, source: Publisher[T_co], capacity: int, policy: OverflowPolicy) -> None:
         self._source = source
@@ -212,7 +212,7 @@ class _DropStage(Relay, Generic[T]):
 
 
 class _DropPublisher(Publisher[T_co]):
-    __slots__ = ("_on_drop", "_source", "_stages")
+    __slots__ = ("__weakref__", "_on_drop", "_source", "_stages")
 
     def __init__(self, source: Publisher[T_co], on_drop: Callable[[Any], object] | None) -> None:
         self._source = source

@@ -262,7 +262,7 @@ class _Outer(Subscriber[Any], Generic[T, R]):
 
 
 class _FlatMapPublisher(Publisher[R]):
-    __slots__ = ("_fn", "_max_concurrency", "_prefetch", "_source", "_stages")
+    __slots__ = ("__weakref__", "_fn", "_max_concurrency", "_prefetch", "_source", "_stages")
 
     def __init__(
         self, source: Publisher[Any], fn: Callable[[Any], Publisher[R]], max_concurrency: int, prefetch: int
@@ -285,7 +285,7 @@ class _FlatMapPublisher(Publisher[R]):
 
 
 class _MergePublisher(Publisher[T_co]):
-    __slots__ = ("_max_concurrency", "_prefetch", "_publishers", "_stages")
+    __slots__ = ("__weakref__", "_max_concurrency", "_prefetch", "_publishers", "_stages")
 
     def __init__(self, publishers: tuple[Publisher[T_co], ...], max_concurrency: int, prefetch: int) -> None:
         self._publishers = publishers

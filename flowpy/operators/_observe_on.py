@@ -31,7 +31,7 @@ T_co = TypeVar("T_co", covariant=True)
 
 
 class _ObserveOnPublisher(Publisher[T_co]):
-    __slots__ = ("_execute", "_prefetch", "_source", "_stages")
+    __slots__ = ("__weakref__", "_execute", "_prefetch", "_source", "_stages")
 
     def __init__(self, source: Publisher[T_co], execute: Callable[[Task], object], prefetch: int) -> None:
         self._source = source
