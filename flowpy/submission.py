@@ -581,7 +581,7 @@ class SubmissionPublisher(Publisher[T], Generic[T]):
         subscribers = []
         for subscription in self._subscriptions:  # a tuple, replaced, never mutated
             subscriber = subscription.subscriber
-            if subscriber is None:  # closed meanwhile
+            if subscriber is None or subscription.is_closed:  # closed, not yet pruned
                 continue
             buffered, demand, delivered, dropped = subscription.readings()
             subscribers.append(SubscriberSnapshot(subscriber, buffered, capacity, demand, delivered, dropped))

@@ -10,7 +10,7 @@ import pytest
 
 from flowpy import MulticastProcessor, SubmissionPublisher, TransformProcessor
 from flowpy._demand import MAX_DEMAND
-from flowpy.executors import direct_executor
+from flowpy.executors import DaemonThreadPool, direct_executor
 from flowpy.flow import Subscription
 from flowpy.snapshots import PublisherSnapshot, SubscriberSnapshot, SupportsSnapshot
 from tests.support import ManualExecutor, Recorder
@@ -282,3 +282,38 @@ def test_multicast_snapshot_after_termination_is_closed_and_empty() -> None:
     processor.on_complete()
     assert recorder.completed
     assert processor.snapshot() == PublisherSnapshot(True, 4, ())
+
+
+# --- Under concurrency ------------------------------------------------------------
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.usefixtures("tiny_switch_interval")
+def test_snapshot_counters_under_concurrent_delivery_add_up() -> None:
+    items = 20_000
+    pool = DaemonThreadPool(2, thread_name_prefix="snapshots")
+    try:
+        publisher: SubmissionPublisher[int] = SubmissionPublisher(executor=pool, max_buffer_capacity=16)
+        recorder = Recorder(initial=MAX_DEMAND)
+        publisher.subscribe(recorder)
+        subscription = _subscription(publisher)
+        drops = 0
+        readings: list[SubscriberSnapshot] = []
+        for item in range(items):
+            status = publisher.offer(item)
+            if status < 0:
+                drops -= status
+            if item % 64 == 0:
+                readings.extend(publisher.snapshot().subscribers)
+        publisher.close()
+        assert recorder.done.wait(30)
+        assert subscription.dropped == drops
+        assert subscription.delivered == len(recorder.items) == items - drops
+        delivered = [reading.delivered for reading in readings]
+        assert delivered == sorted(delivered)  # one writer, counted forward only
+        for reading in readings:
+            assert 0 <= reading.buffered <= 16
+            assert reading.demand == MAX_DEMAND
+            assert reading.delivered + reading.buffered + reading.dropped <= items
+    finally:
+        pool.shutdown()
