@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import gc
+import subprocess
+import sys
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -14,6 +17,8 @@ from flowpy import SubmissionPublisher, operators
 from flowpy.interop.otel import METER_NAME, StreamMetrics, instrument, subscriber_label
 from tests.sources_helpers import SpyPublisher
 from tests.support import ManualExecutor, Recorder
+
+ROOT = Path(__file__).resolve().parents[2]
 
 METRIC_NAMES = {
     "flowpy.subscriber.buffered",
@@ -191,3 +196,33 @@ def test_instrument_rejects_a_publisher_without_weak_references(reader: InMemory
 
     with pytest.raises(TypeError, match=r"^publisher must support weak references, got <.*Fixed object at .*>$"):
         instrument(Fixed(), "x", meter_provider=_provider(reader))
+
+
+GLOBAL_PROBE = """
+from opentelemetry import metrics
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+
+from flowpy import SubmissionPublisher, direct_executor
+from flowpy.interop.otel import instrument
+
+reader = InMemoryMetricReader()
+metrics.set_meter_provider(MeterProvider(metric_readers=[reader]))
+publisher = SubmissionPublisher(direct_executor)
+done = publisher.consume(lambda item: None)
+handle = instrument(publisher, "global")
+for item in range(5):
+    publisher.submit(item)
+for metric in reader.get_metrics_data().resource_metrics[0].scope_metrics[0].metrics:
+    if metric.name == "flowpy.subscriber.delivered":
+        print([(dict(p.attributes)["flowpy.stage"], p.value) for p in metric.data.data_points])
+publisher.close()
+"""
+
+
+@pytest.mark.timeout(60)
+def test_instrument_defaults_to_the_global_meter_provider() -> None:
+    result = subprocess.run(
+        [sys.executable, "-c", GLOBAL_PROBE], cwd=ROOT, capture_output=True, text=True, timeout=50, check=True
+    )
+    assert result.stdout.splitlines() == ["[('global', 5)]"]
