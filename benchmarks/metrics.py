@@ -3,9 +3,12 @@
     python benchmarks/metrics.py [--items N] [--repetitions R] [--interval SECONDS]
 
 Every case runs with both core implementations; the repetitions are
-interleaved (each round runs every case once), so a change in machine load
-hits all of them alike. The cases: nothing collected; a thread calling
-``publisher.snapshot()`` every ``--interval`` seconds; and an OpenTelemetry
+interleaved (each round runs every case once, in a rotating order), so a
+change in machine load hits all of them alike. The cases: nothing collected; a control thread that
+wakes every ``--interval`` seconds and does nothing (a thread waking up
+changes how the GIL passes between producer and consumer, which alone moves
+the rate); a thread calling ``publisher.snapshot()`` every ``--interval``
+seconds; and an OpenTelemetry
 SDK ``MeterProvider`` with ``flowpy.interop.otel.instrument`` whose in-memory
 reader collects every ``--interval`` seconds (skipped without
 ``opentelemetry-sdk``). The default interval, 1 ms, is far more often than a
@@ -52,6 +55,10 @@ def _every(interval: float, action: Callable[[], object]) -> Iterator[None]:
     finally:
         stop.set()
         thread.join()
+
+
+def _idle() -> None:
+    """The control case's action: a thread that wakes as often as the pollers and does nothing."""
 
 
 def polling(interval: float) -> Monitor:
@@ -102,31 +109,40 @@ def main() -> None:
     parser.add_argument("--interval", type=float, default=0.001, help="seconds between collections")
     args = parser.parse_args()
     n, reps, interval = args.items, args.repetitions, args.interval
-    monitors: dict[str, Monitor] = {"no metrics": lambda publisher: nullcontext(), "snapshot()": polling(interval)}
+    monitors: dict[str, Monitor] = {
+        "no metrics": lambda publisher: nullcontext(),
+        "idle thread (control)": lambda publisher: _every(interval, _idle),
+        "snapshot()": polling(interval),
+    }
     otel_monitor = otel(interval)
     if otel_monitor is not None:
         monitors["OpenTelemetry collect"] = otel_monitor
     implementations = ["c", "python"] if _impl.CBufferedSubscription is not None else ["python"]
     rates: dict[str, list[float]] = collections.defaultdict(list)
     load = []
-    for _ in range(reps):
+    labels = list(monitors)
+    for round_ in range(reps):
         load.append(os.getloadavg()[0])
+        shift = round_ % len(labels)
+        order = labels[shift:] + labels[:shift]  # each case takes its turn first, where a run may fare worse
         for shape, subscribers in (("1 -> 1", 1), ("1 -> 4", 4)):
             for implementation in implementations:
-                for label, monitor in monitors.items():
+                for label in order:
+                    monitor = monitors[label]
                     with _impl.using(implementation):  # type: ignore[arg-type]
                         start = time.perf_counter()
                         moved = run(subscribers, n // subscribers, monitor)
                         rates[f"[{implementation}] {shape} {label}"].append(moved / (time.perf_counter() - start))
     print(f"\nitems/s, median of {reps} interleaved, collection every {interval * 1000:g} ms, "
           f"{n:,} deliveries per run ({machine()})")
-    header = f"{'case':<44} {'items/s':>14} {'x no metrics':>14}"
+    header = f"{'case':<44} {'items/s':>14} {'x no metrics':>14} {'x control':>14}"
     print(header)
     print("-" * len(header))
-    for name, values in rates.items():
-        base = next(key for key in rates if key.endswith("no metrics") and name.startswith(key[: -len("no metrics")]))
-        median = statistics.median(values)
-        print(f"{name:<44} {median:>14,.0f} {median / statistics.median(rates[base]):>14.3f}")
+    medians = {name: statistics.median(values) for name, values in rates.items()}
+    for name, median in medians.items():
+        group = name[: name.index(" ", name.index(">") + 3)]  # "[core] 1 -> k"
+        control = medians.get(f"{group} idle thread (control)", median)
+        print(f"{name:<44} {median:>14,.0f} {median / medians[f'{group} no metrics']:>14.3f} {median / control:>14.3f}")
     print(f"load average (1 min) at each round: {', '.join(f'{x:.2f}' for x in load)}")
 
 
