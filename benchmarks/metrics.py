@@ -133,8 +133,10 @@ def main() -> None:
                         start = time.perf_counter()
                         moved = run(subscribers, n // subscribers, monitor)
                         rates[f"[{implementation}] {shape} {label}"].append(moved / (time.perf_counter() - start))
-    print(f"\nitems/s, median of {reps} interleaved, collection every {interval * 1000:g} ms, "
-          f"{n:,} deliveries per run ({machine()})")
+    print(
+        f"\nitems/s, median of {reps} interleaved, collection every {interval * 1000:g} ms, "
+        f"{n:,} deliveries per run ({machine()})"
+    )
     header = f"{'case':<44} {'items/s':>14} {'x no metrics':>14} {'x control':>14}"
     print(header)
     print("-" * len(header))

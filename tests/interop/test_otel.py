@@ -98,8 +98,10 @@ def test_instrument_metric_kinds_and_units(reader: InMemoryMetricReader) -> None
     publisher, _, _ = _blocked_publisher()
     with instrument(publisher, "orders", meter_provider=_provider(reader)):
         metrics = _collect(reader)
-    kinds = {name: (type(metric.data).__name__, getattr(metric.data, "is_monotonic", None), metric.unit)
-             for name, metric in metrics.items()}
+    kinds = {
+        name: (type(metric.data).__name__, getattr(metric.data, "is_monotonic", None), metric.unit)
+        for name, metric in metrics.items()
+    }
     assert kinds == {
         "flowpy.subscriber.buffered": ("Sum", False, "{item}"),
         "flowpy.subscriber.capacity": ("Sum", False, "{item}"),
