@@ -287,6 +287,18 @@ def test_multicast_snapshot_after_termination_is_closed_and_empty() -> None:
 # --- Under concurrency ------------------------------------------------------------
 
 
+class _Requested(Recorder):
+    """A Recorder that says when its initial request has been made."""
+
+    def __init__(self, initial: int) -> None:
+        super().__init__(initial)
+        self.requested_all = threading.Event()
+
+    def on_subscribe(self, subscription: Subscription) -> None:
+        super().on_subscribe(subscription)
+        self.requested_all.set()
+
+
 @pytest.mark.timeout(60)
 @pytest.mark.usefixtures("tiny_switch_interval")
 def test_snapshot_counters_under_concurrent_delivery_add_up() -> None:
@@ -294,8 +306,9 @@ def test_snapshot_counters_under_concurrent_delivery_add_up() -> None:
     pool = DaemonThreadPool(2, thread_name_prefix="snapshots")
     try:
         publisher: SubmissionPublisher[int] = SubmissionPublisher(executor=pool, max_buffer_capacity=16)
-        recorder = Recorder(initial=MAX_DEMAND)
+        recorder = _Requested(initial=MAX_DEMAND)
         publisher.subscribe(recorder)
+        assert recorder.requested_all.wait(30)  # every snapshot below sees the unbounded demand
         subscription = _subscription(publisher)
         drops = 0
         readings: list[SubscriberSnapshot] = []
