@@ -19,17 +19,19 @@ from collections.abc import Callable
 from typing import Any, Generic, Literal, TypeVar
 
 from flowpy._checks import none_error
-from flowpy._demand import MAX_DEMAND, add_demand
+from flowpy._demand import MAX_DEMAND, add_demand, unfilled_demand
 from flowpy._signals import reraise_fatal
 from flowpy.flow import Publisher, Subscriber, Subscription
 from flowpy.operators._base import (
     Relay,
-    StagePublisher,
+    TrackedStagePublisher,
     require_callable,
     require_positive,
     require_publisher,
 )
 from flowpy.operators._queue import HeadSubscriber, QueueDrain
+from flowpy.operators._tracking import Stage
+from flowpy.snapshots import PublisherSnapshot, SubscriberSnapshot
 
 __all__ = ["OverflowPolicy", "on_backpressure_buffer", "on_backpressure_drop", "on_backpressure_latest"]
 
@@ -62,8 +64,11 @@ class _OverflowSubscriber(HeadSubscriber):
     def _admit_over_capacity(self) -> bool:
         """Apply the overflow policy; ``drop_oldest`` queues the item (the bounded deque evicts)."""
         if self._policy == "drop_oldest":
+            self.parent.dropped += 1  # the append evicts one (unless the drain took one meanwhile)
             return True
-        if self._policy == "error":
+        if self._policy == "drop_latest":
+            self.parent.dropped += 1
+        else:
             self.overflow()
         return False
 
@@ -107,10 +112,12 @@ def on_backpressure_buffer(
     require_positive(capacity, "capacity")
     if on_overflow not in _POLICIES:
         raise ValueError(f"on_overflow must be one of 'error', 'drop_oldest', 'drop_latest', got {on_overflow!r}")
-    return StagePublisher(
-        "on_backpressure_buffer",
-        lambda subscriber: source.subscribe(_BufferStage(subscriber, capacity, on_overflow).upstream),
-    )
+    def connect(subscriber: Subscriber[T], track: Callable[[Stage], None]) -> None:
+        stage = _BufferStage(subscriber, capacity, on_overflow)
+        track(stage)
+        source.subscribe(stage.upstream)
+
+    return TrackedStagePublisher("on_backpressure_buffer", connect, capacity)
 
 
 def on_backpressure_latest(source: Publisher[T]) -> Publisher[T]:
@@ -128,12 +135,13 @@ def on_backpressure_latest(source: Publisher[T]) -> Publisher[T]:
 class _DropStage(Relay, Generic[T]):
     """Passes an item on if the subscriber has demand for it, else drops it; no queue."""
 
-    __slots__ = ("_emitted", "_lock", "_on_drop", "_requested")
+    __slots__ = ("__weakref__", "_dropped", "_emitted", "_lock", "_on_drop", "_requested")
 
     def __init__(self, downstream: Subscriber[T], on_drop: Callable[[T], object] | None) -> None:
         super().__init__(downstream)
         self._on_drop = on_drop
         self._emitted = 0  # delivering thread only
+        self._dropped = 0  # delivering thread only: items dropped for want of demand
         # Guarded by self._lock; read racily by on_next, which can only see it too small.
         self._lock = threading.Lock()
         self._requested = 0
@@ -162,6 +170,7 @@ class _DropStage(Relay, Generic[T]):
             self._emitted += 1
             self._downstream.on_next(item)
             return
+        self._dropped += 1
         on_drop = self._on_drop
         if on_drop is not None:
             try:
@@ -170,6 +179,15 @@ class _DropStage(Relay, Generic[T]):
                 self.cancel()
                 self._downstream.on_error(error)
                 reraise_fatal(error)
+
+    def reading(self) -> SubscriberSnapshot | None:
+        """This stage's demand and counters (nothing is buffered), or ``None`` once it ended (racy)."""
+        if self.done:
+            return None
+        emitted = self._emitted
+        return SubscriberSnapshot(
+            self._downstream, 0, 0, unfilled_demand(self._requested, emitted), emitted, self._dropped
+        )
 
     def request(self, n: int) -> None:
         """Add ``n`` to the demand; an invalid ``n`` goes upstream, which signals the error (rule 3.9)."""
@@ -197,4 +215,9 @@ def on_backpressure_drop(source: Publisher[T], on_drop: Callable[[T], object] | 
     require_publisher(source, "source")
     if on_drop is not None:
         require_callable(on_drop, "on_drop")
-    return StagePublisher("on_backpressure_drop", lambda subscriber: source.subscribe(_DropStage(subscriber, on_drop)))
+    def connect(subscriber: Subscriber[T], track: Callable[[Stage], None]) -> None:
+        stage: _DropStage[T] = _DropStage(subscriber, on_drop)
+        track(stage)
+        source.subscribe(stage)
+
+    return TrackedStagePublisher("on_backpressure_drop", connect, 0)  # capacity 0: no queue

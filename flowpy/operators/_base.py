@@ -26,12 +26,15 @@ from flowpy._demand import MAX_DEMAND, add_demand, check_request
 from flowpy._signals import report, reraise_fatal, signal_subscribe
 from flowpy.executors import Task, direct_executor
 from flowpy.flow import Publisher, Subscriber, Subscription
+from flowpy.operators._tracking import Stage, StageTracker
+from flowpy.snapshots import PublisherSnapshot
 
 __all__ = [
     "CancelledSubscription",
     "DemandDrain",
     "Relay",
     "StagePublisher",
+    "TrackedStagePublisher",
     "reject_subscriber",
     "require_callable",
     "require_non_negative",
@@ -75,6 +78,31 @@ class StagePublisher(Publisher[T_co], Generic[T_co]):
 
     def __repr__(self) -> str:
         return f"<{self._name} publisher>"
+
+
+class TrackedStagePublisher(StagePublisher[T_co]):
+    """A :class:`StagePublisher` that keeps its open stages for :meth:`snapshot` (monitoring).
+
+    ``connect(subscriber, track)`` builds the stage, calls ``track(stage)``
+    before it subscribes anything upstream, then connects it. Stages are
+    held weakly (:class:`~flowpy.operators._tracking.StageTracker`).
+    """
+
+    __slots__ = ("__weakref__", "_capacity", "_stages")
+
+    def __init__(
+        self,
+        name: str,
+        connect: Callable[[Subscriber[Any], Callable[[Stage], None]], object],
+        capacity: int,
+    ) -> None:
+        self._stages = StageTracker()
+        self._capacity = capacity  # the queue size each snapshot reports
+        super().__init__(name, lambda subscriber: connect(subscriber, self._stages.track))
+
+    def snapshot(self) -> PublisherSnapshot:
+        """One reading per open subscription: its queue, demand, delivered and dropped items (for monitoring)."""
+        return self._stages.snapshot(self._capacity)
 
 
 class CancelledSubscription(Subscription):
@@ -123,6 +151,7 @@ class DemandDrain(Subscription, ABC):
     """
 
     __slots__ = (
+        "__weakref__",
         "_broken",
         "_failure",
         "_lock",
@@ -131,7 +160,9 @@ class DemandDrain(Subscription, ABC):
         "_serial",
         "_signal",
         "cancelled",
+        "delivered",
         "draining",
+        "dropped",
     )
 
     def __init__(self, execute: Callable[[Task], object] | None = None) -> None:
@@ -141,6 +172,9 @@ class DemandDrain(Subscription, ABC):
         self._broken = False  # a subscriber method raised in a pass; no pass runs after
         self.draining = False  # a pass is under way and will look at the queues again
         self.cancelled = False  # set by cancel() or a terminal signal; never cleared
+        # --- Counters for snapshots; each has one writer ---------------------
+        self.delivered = 0  # drain only: items delivered, added once per pass by _produced()
+        self.dropped = 0  # upstream's thread only: items an overflow policy dropped
         # --- Guarded by self._lock -----------------------------------------
         self._lock = threading.Lock()
         self._requested = 0  # unfilled downstream demand; MAX_DEMAND is unbounded
@@ -226,7 +260,8 @@ class DemandDrain(Subscription, ABC):
             self._signal_downstream_error(error)
 
     def _produced(self, emitted: int, requested: int) -> None:
-        """Subtract ``emitted`` from the demand, which was ``requested`` when the pass began."""
+        """Count ``emitted`` as delivered; subtract it from the demand, which was ``requested`` when the pass began."""
+        self.delivered += emitted
         if emitted and requested != MAX_DEMAND:
             with self._lock:
                 self._requested -= emitted

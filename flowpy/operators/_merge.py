@@ -28,12 +28,14 @@ from flowpy._signals import reraise_fatal, signal_subscribe
 from flowpy.flow import Publisher, Subscriber, Subscription
 from flowpy.operators._base import (
     DemandDrain,
-    StagePublisher,
+    TrackedStagePublisher,
     require_callable,
     require_positive,
     require_publisher,
 )
 from flowpy.operators._queue import QueueSubscriber
+from flowpy.operators._tracking import Stage
+from flowpy.snapshots import PublisherSnapshot, SubscriberSnapshot
 
 __all__ = ["concat", "flat_map", "merge"]
 
@@ -111,6 +113,20 @@ class _Coordinator(DemandDrain, Generic[T]):
 
     def _cancel_upstream(self) -> None:
         self._cancel_all()
+
+    def reading(self) -> SubscriberSnapshot | None:
+        """The inners' queues and this stage's counters, or ``None`` once it ended (racy).
+
+        ``buffered`` sums the active inners' queues; ``capacity`` is
+        ``prefetch`` for each of them.
+        """
+        if self.cancelled or self._terminated:
+            return None
+        inners = self._inners  # replaced by the drain, appended to by add(): a racy copy is enough
+        buffered = sum(len(inner.queue) for inner in tuple(inners))
+        return SubscriberSnapshot(
+            self._downstream, buffered, self.prefetch * len(inners), self._requested, self.delivered, 0
+        )
 
     def _has_work(self) -> bool:
         return self._requested > 0 and any(inner.queue for inner in self._inners)
@@ -249,10 +265,15 @@ class _Outer(Subscriber[Any], Generic[T, R]):
 
 
 def _merge_into(
-    subscriber: Subscriber[T], publishers: tuple[Publisher[T], ...], max_concurrency: int, prefetch: int
+    subscriber: Subscriber[T],
+    publishers: tuple[Publisher[T], ...],
+    max_concurrency: int,
+    prefetch: int,
+    track: Callable[[Stage], None],
 ) -> None:
     """Subscribe ``subscriber`` to a coordinator that merges ``publishers``."""
     coordinator: _Coordinator[T] = _Coordinator(subscriber, max_concurrency, prefetch, iter(publishers))
+    track(coordinator)
     if signal_subscribe(subscriber, coordinator):
         coordinator._release()
 
@@ -293,9 +314,13 @@ def flat_map(
     require_positive(max_concurrency, "max_concurrency")
     require_positive(prefetch, "prefetch")
     concurrency = min(max_concurrency, MAX_DEMAND)
-    return StagePublisher(
-        "flat_map", lambda subscriber: source.subscribe(_Outer(subscriber, fn, concurrency, prefetch))
-    )
+
+    def connect(subscriber: Subscriber[R], track: Callable[[Stage], None]) -> None:
+        outer: _Outer[Any, R] = _Outer(subscriber, fn, concurrency, prefetch)
+        track(outer._coordinator)
+        source.subscribe(outer)
+
+    return TrackedStagePublisher("flat_map", connect, prefetch)
 
 
 def merge(*publishers: Publisher[T], prefetch: int = 256) -> Publisher[T]:
@@ -317,7 +342,9 @@ def merge(*publishers: Publisher[T], prefetch: int = 256) -> Publisher[T]:
     _check_publishers(publishers)
     require_positive(prefetch, "prefetch")
     concurrency = max(len(publishers), 1)
-    return StagePublisher("merge", lambda subscriber: _merge_into(subscriber, publishers, concurrency, prefetch))
+    return TrackedStagePublisher(
+        "merge", lambda subscriber, track: _merge_into(subscriber, publishers, concurrency, prefetch, track), prefetch
+    )
 
 
 def concat(*publishers: Publisher[T], prefetch: int = 256) -> Publisher[T]:
@@ -336,4 +363,6 @@ def concat(*publishers: Publisher[T], prefetch: int = 256) -> Publisher[T]:
     """
     _check_publishers(publishers)
     require_positive(prefetch, "prefetch")
-    return StagePublisher("concat", lambda subscriber: _merge_into(subscriber, publishers, 1, prefetch))
+    return TrackedStagePublisher(
+        "concat", lambda subscriber, track: _merge_into(subscriber, publishers, 1, prefetch, track), prefetch
+    )

@@ -19,8 +19,10 @@ from typing import Generic, TypeVar
 
 from flowpy.executors import DEFAULT, Default, Executor, Task, resolve_execute
 from flowpy.flow import Publisher, Subscriber
-from flowpy.operators._base import StagePublisher, require_positive, require_publisher
+from flowpy.operators._base import TrackedStagePublisher, require_positive, require_publisher
 from flowpy.operators._queue import HeadSubscriber, QueueDrain
+from flowpy.operators._tracking import Stage
+from flowpy.snapshots import PublisherSnapshot
 
 __all__ = ["observe_on"]
 
@@ -66,6 +68,10 @@ def observe_on(source: Publisher[T], executor: Executor | Default = DEFAULT, *, 
     require_publisher(source, "source")
     require_positive(prefetch, "prefetch")
     execute = resolve_execute(executor)
-    return StagePublisher(
-        "observe_on", lambda subscriber: source.subscribe(_ObserveOn(subscriber, execute, prefetch).upstream)
-    )
+
+    def connect(subscriber: Subscriber[T], track: Callable[[Stage], None]) -> None:
+        stage = _ObserveOn(subscriber, execute, prefetch)
+        track(stage)
+        source.subscribe(stage.upstream)
+
+    return TrackedStagePublisher("observe_on", connect, prefetch)
