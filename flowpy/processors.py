@@ -15,6 +15,7 @@ Threading:  every method is thread-safe; see each class for where signals run.
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from collections import deque
 from collections.abc import Callable
@@ -638,6 +639,15 @@ class TransformProcessor(SubmissionPublisher[R], Processor[T, R], Generic[T, R])
     def subscribers(self) -> list[Subscriber[R]]:
         """A new list of the subscribers of open subscriptions (for monitoring)."""
         return [s.wrapped if isinstance(s, _Downstream) else s for s in super().subscribers]
+
+    def snapshot(self) -> PublisherSnapshot:
+        """:meth:`SubmissionPublisher.snapshot`, naming each subscriber as given to :meth:`subscribe`."""
+        snapshot = super().snapshot()
+        readings = tuple(
+            dataclasses.replace(r, subscriber=r.subscriber.wrapped) if isinstance(r.subscriber, _Downstream) else r
+            for r in snapshot.subscribers
+        )
+        return dataclasses.replace(snapshot, subscribers=readings)
 
     def _left(self, wrapper: _Downstream[R]) -> None:
         last = self._forget(wrapper)

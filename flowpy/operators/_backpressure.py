@@ -31,7 +31,7 @@ from flowpy.operators._base import (
 )
 from flowpy.operators._queue import HeadSubscriber, QueueDrain
 from flowpy.operators._tracking import Stage
-from flowpy.snapshots import PublisherSnapshot, SubscriberSnapshot
+from flowpy.snapshots import SubscriberSnapshot
 
 __all__ = ["OverflowPolicy", "on_backpressure_buffer", "on_backpressure_drop", "on_backpressure_latest"]
 

@@ -35,7 +35,7 @@ from flowpy.operators._base import (
 )
 from flowpy.operators._queue import QueueSubscriber
 from flowpy.operators._tracking import Stage
-from flowpy.snapshots import PublisherSnapshot, SubscriberSnapshot
+from flowpy.snapshots import SubscriberSnapshot
 
 __all__ = ["concat", "flat_map", "merge"]
 

@@ -22,7 +22,6 @@ from flowpy.flow import Publisher, Subscriber
 from flowpy.operators._base import TrackedStagePublisher, require_positive, require_publisher
 from flowpy.operators._queue import HeadSubscriber, QueueDrain
 from flowpy.operators._tracking import Stage
-from flowpy.snapshots import PublisherSnapshot
 
 __all__ = ["observe_on"]
 
