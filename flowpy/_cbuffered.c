@@ -80,6 +80,7 @@ typedef struct {
     PyObject *execute;       /* hands a task to the executor; NULL once closed */
     char running;            /* a consumer task is pending or running; 1 forever once closed */
     char pending;            /* a task was handed to the executor and no thread has claimed it */
+    char queued;             /* a task handed to the executor has not started yet (see the reference) */
     char complete;           /* on_complete is due once the buffer is empty */
     char stop;               /* on_error or a silent cancel is due; buffered items are dropped */
     char closed;             /* terminal; set before the terminal signal is delivered */
@@ -452,6 +453,9 @@ static int
 start_signal(BufObject *self, PyObject *execute)
 {
     if (execute == NULL) {
+        if (self->execute != NULL && self->waiting) { /* a task is queued, and now has work */
+            return signal_waiter(self);
+        }
         return 0;
     }
     PyObject *r = NULL;
@@ -463,6 +467,7 @@ start_signal(BufObject *self, PyObject *execute)
     Py_XDECREF(run);
     Py_DECREF(execute);
     if (r == NULL) { /* the executor refused the task */
+        self->queued = 0;
         if (claim_pending(self)) {
             PyObject *old = NULL;
             if (!self->stop) {
@@ -490,13 +495,19 @@ start_signal(BufObject *self, PyObject *execute)
     return 0;
 }
 
-/* Set running and pending, and read the executor, in one section. */
+/* Set running and pending, in one section, and return the executor to hand
+   a task to (a new reference), or NULL: closed, or a task handed over
+   earlier has not started yet and will claim the pending work. */
 static inline PyObject *
 mark_started(BufObject *self)
 {
     self->running = 1;
     self->pending = 1;
-    return Py_XNewRef(self->execute);
+    if (self->execute == NULL || self->queued) {
+        return NULL;
+    }
+    self->queued = 1;
+    return Py_NewRef(self->execute);
 }
 
 /* --- The consumer task ------------------------------------------------------------ */
@@ -647,6 +658,7 @@ static PyObject *
 buf_run(PyObject *op, PyObject *Py_UNUSED(unused))
 {
     BufObject *self = (BufObject *)op;
+    self->queued = 0;
     if (claim_pending(self) && consume(self) < 0) {
         return NULL;
     }
