@@ -1684,6 +1684,29 @@ static PyType_Spec core_spec = {
     .slots = core_slots,
 };
 
+/* --- first_none ------------------------------------------------------------------------- */
+
+static PyObject *
+first_none(PyObject *Py_UNUSED(module), PyObject *items)
+{
+    if (!PyList_CheckExact(items)) {
+        PyErr_Format(PyExc_TypeError, "items must be a list, got %R", items);
+        return NULL;
+    }
+    Py_ssize_t n = PyList_GET_SIZE(items), i = 0;
+    while (i < n && PyList_GET_ITEM(items, i) != Py_None) {
+        i++;
+    }
+    return PyLong_FromSsize_t(i);
+}
+
+static PyMethodDef cbuffered_functions[] = {
+    {"first_none", first_none, METH_O,
+     PyDoc_STR("first_none(items) -> int\n--\n\nThe index of the first None in a list "
+               "(by identity), or its length.")},
+    {NULL, NULL, 0, NULL},
+};
+
 /* --- The module ------------------------------------------------------------------------- */
 
 static int
@@ -1790,6 +1813,7 @@ static struct PyModuleDef cbuffered_module = {
     .m_name = "flowpy._cbuffered",
     .m_doc = cbuffered_doc,
     .m_size = sizeof(module_state),
+    .m_methods = cbuffered_functions,
     .m_slots = cbuffered_slots,
     .m_traverse = cbuffered_traverse,
     .m_clear = cbuffered_clear,

@@ -52,12 +52,15 @@ CPublisherCore: type | None = None
 """The compiled base of SubmissionPublisher, with its ``submit``; ``None`` as above."""
 CProducerLock: Callable[[], Any] | None = None
 """The compiled producer lock (``threading.RLock``'s interface); ``None`` as above."""
+c_first_none: Callable[[list[Any]], int] | None = None
+"""The compiled index of the first ``None`` in a list, for ``submit_many``; ``None`` as above."""
 
 if not extensions_disabled():
     try:
         from flowpy._cbuffered import BufferedSubscription as _Compiled
         from flowpy._cbuffered import ProducerLock as _CompiledLock
         from flowpy._cbuffered import PublisherCore as _CompiledCore
+        from flowpy._cbuffered import first_none as _compiled_first_none
     except ImportError:  # not built: no compiler or headers at install time
         pass
     else:
@@ -65,6 +68,7 @@ if not extensions_disabled():
         CBufferedSubscription = _Compiled
         CPublisherCore = _CompiledCore
         CProducerLock = _CompiledLock
+        c_first_none = _compiled_first_none
 
 implementation: Final[Literal["c", "python"]] = "python" if CBufferedSubscription is None else "c"
 """``"c"`` if the compiled core is active, ``"python"`` if the pure-Python one is."""

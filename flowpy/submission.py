@@ -38,13 +38,13 @@ from threading import get_ident
 from time import monotonic as _monotonic
 from time import sleep as _sleep
 from types import TracebackType
-from typing import Final, Generic, TypeVar
+from typing import Any, Final, Generic, TypeVar, cast
 
+from flowpy import _impl
 from flowpy._buffered import Handler
 from flowpy._checks import require_positive_int
 from flowpy._consumer import subscribe_future
 from flowpy._exit import track
-from flowpy import _impl
 from flowpy._impl import BufferedSubscription, PublisherCore
 from flowpy.errors import ClosedPublisherError, DuplicateSubscriptionError, ReentrantSubmitError
 from flowpy.executors import DEFAULT, Default, Executor, default_executor, resolve_execute
@@ -258,8 +258,7 @@ class SubmissionPublisher(PublisherCore, Publisher[T], Generic[T]):
             chunk = list(islice(iterator, size))  # read outside the lock: the iterable is user code
             if not chunk:
                 return submitted
-            # Up to the first None, which then raises as submit(None) would.
-            end = next(compress(count(), map(is_, chunk, repeat(None))), len(chunk))
+            end = _first_none(chunk)  # up to it; it then raises as submit(None) would
             if not lock.acquire(False):
                 self._acquire_contended()
             try:
@@ -626,7 +625,13 @@ def _none() -> None:
     return None
 
 
+def _first_none_python(items: list[T]) -> int:
+    """The index of the first ``None`` in ``items`` (by identity, calling no ``__eq__``), or its length."""
+    return next(compress(count(), map(is_, items, repeat(None))), len(items))
+
+
 _REFERENCE_SUBMIT: Final = SubmissionPublisher.submit
+_first_none: Callable[[list[Any]], int] = _first_none_python
 _core = "python"
 _new_producer_lock: Callable[[], threading.RLock] = threading.RLock
 
@@ -639,15 +644,22 @@ def select_core(name: str) -> None:
     ``BufferedSubscription`` here. Called once at import and by
     :func:`flowpy._impl.using`.
     """
-    global _core, _new_producer_lock, BufferedSubscription
-    if name == "c" and _impl.CPublisherCore is not None and _impl.CProducerLock is not None:
+    global _core, _new_producer_lock, _first_none, BufferedSubscription
+    if (
+        name == "c"
+        and _impl.CPublisherCore is not None
+        and _impl.CProducerLock is not None
+        and _impl.c_first_none is not None
+    ):
         setattr(SubmissionPublisher, "submit", _impl.CPublisherCore.__dict__["submit"])  # noqa: B010
         _new_producer_lock = _impl.CProducerLock
-        BufferedSubscription = _impl.CBufferedSubscription
+        _first_none = _impl.c_first_none
+        BufferedSubscription = cast(Any, _impl.CBufferedSubscription)  # the same interface as the reference
         _core = "c"
     else:
         setattr(SubmissionPublisher, "submit", _REFERENCE_SUBMIT)  # noqa: B010
         _new_producer_lock = threading.RLock
+        _first_none = _first_none_python
         BufferedSubscription = _impl.PythonBufferedSubscription
         _core = "python"
 
