@@ -1330,6 +1330,10 @@ lock_acquire_restore(PyObject *op, PyObject *state)
 {
     LockObject *self = (LockObject *)op;
     unsigned long count, owner;
+    if (!PyTuple_Check(state)) {
+        PyErr_Format(PyExc_TypeError, "_acquire_restore() state must be a (count, owner) tuple, got %R", state);
+        return NULL;
+    }
     if (!PyArg_ParseTuple(state, "kk:_acquire_restore", &count, &owner)) {
         return NULL;
     }
