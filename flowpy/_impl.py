@@ -50,7 +50,7 @@ CBufferedSubscription: type[Subscription] | None = None
 """The compiled class, or ``None`` if it was not built or is disabled."""
 CPublisherCore: type | None = None
 """The compiled base of SubmissionPublisher, with its ``submit``; ``None`` as above."""
-CProducerLock: Callable[[], Any] | None = None
+CProducerLock: Callable[..., Any] | None = None
 """The compiled producer lock (``threading.RLock``'s interface); ``None`` as above."""
 c_first_none: Callable[[list[Any]], int] | None = None
 """The compiled index of the first ``None`` in a list, for ``submit_many``; ``None`` as above."""

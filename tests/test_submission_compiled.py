@@ -214,8 +214,8 @@ def test_a_compiled_publisher_has_the_compiled_lock_and_submit(compiled: None) -
     assert core_name() == "c"
     publisher: SubmissionPublisher[int] = SubmissionPublisher(ManualExecutor())
     assert type(publisher._lock) is _impl.CProducerLock
-    assert isinstance(publisher, _impl.CPublisherCore)  # type: ignore[arg-type]
-    assert type(publisher).submit is _impl.CPublisherCore.__dict__["submit"]  # type: ignore[union-attr]
+    assert isinstance(publisher, _impl.CPublisherCore)
+    assert type(publisher).submit is _impl.CPublisherCore.__dict__["submit"]
 
 
 def test_lock_free_submit_fills_every_buffer_and_returns_the_largest_lag(compiled: None) -> None:
@@ -286,7 +286,8 @@ class Subscription:
 
 
 def assert_lock_free(publisher: SubmissionPublisher[Any]) -> None:
-    assert not publisher._lock._is_owned()
+    lock: Any = publisher._lock
+    assert not lock._is_owned()
     assert in_thread(lambda: publisher._lock.acquire(False)) is True  # that thread ends holding it
 
 
@@ -347,7 +348,7 @@ def test_a_failing_retry_for_a_full_buffer_propagates_and_releases_the_lock(comp
         seen.append(args)
         raise RuntimeError("no retry")
 
-    publisher._retry = retry  # type: ignore[method-assign]
+    publisher._retry = retry  # type: ignore[method-assign, assignment]
     with pytest.raises(RuntimeError, match=r"^no retry$"):
         publisher.submit(7)
     assert seen == [(7, list(publisher._subscriptions), 0, None, None)]
