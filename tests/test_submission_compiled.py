@@ -399,3 +399,25 @@ def test_first_none_takes_only_a_list() -> None:
     assert _impl.c_first_none is not None
     with pytest.raises(TypeError, match=r"^items must be a list, got \(1, None\)$"):
         _impl.c_first_none((1, None))  # type: ignore[arg-type]
+
+
+class Abort(BaseException):
+    """Not an Exception: what an executor's refusal may be (say, KeyboardInterrupt)."""
+
+
+def test_an_executor_raising_base_exception_in_submit_propagates_and_releases_the_lock(compiled: None) -> None:
+    accepted: list[Any] = []
+
+    def execute(task: Any) -> None:
+        if len(accepted) == 1:
+            raise Abort()
+        accepted.append(task)
+
+    publisher: SubmissionPublisher[int] = SubmissionPublisher(execute)
+    recorder = Recorder(initial=MAX)
+    publisher.subscribe(recorder)
+    accepted[0]()  # on_subscribe, and the request that goes idle with nothing buffered
+    with pytest.raises(Abort):
+        publisher.submit(1)  # the consumer task must start: the executor raises
+    assert recorder.items == [] and isinstance(recorder.error, Abort)
+    assert_lock_free(publisher)
