@@ -43,6 +43,7 @@ from typing import Final, Generic, TypeVar
 from flowpy._buffered import Handler
 from flowpy._checks import require_positive_int
 from flowpy._consumer import subscribe_future
+from flowpy._context import capture
 from flowpy._exit import track
 from flowpy._impl import BufferedSubscription
 from flowpy.errors import ClosedPublisherError, DuplicateSubscriptionError, ReentrantSubmitError
@@ -161,7 +162,7 @@ class SubmissionPublisher(Publisher[T], Generic[T]):
     def _subscribe(self, subscriber: Subscriber[T]) -> bool:
         """Do :meth:`subscribe`; return whether a new subscription was made (not a duplicate)."""
         subscription = BufferedSubscription(
-            subscriber, self._execute, self._capacity, self._handler, self._space
+            subscriber, self._execute, self._capacity, self._handler, self._space, capture()
         )
         with self._lock:
             live = self._live()
