@@ -26,9 +26,15 @@ not part of the public API.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from contextvars import Context, copy_context
+from functools import partial
+from typing import ParamSpec, TypeVar, cast
 
-__all__ = ["capture", "enabled"]
+__all__ = ["ConfinedContext", "bind", "capture", "enabled"]
+
+P = ParamSpec("P")
+R = TypeVar("R")
 
 enabled = True
 """Whether :func:`capture` captures; for benchmarks that compare the cost."""
@@ -37,3 +43,41 @@ enabled = True
 def capture() -> Context | None:
     """A copy of the current context for a new subscription, or ``None`` if propagation is off."""
     return copy_context() if enabled else None
+
+
+def bind(context: Context | None, fn: Callable[P, R]) -> Callable[P, R]:
+    """``fn``, made to run in ``context`` on every call (``fn`` itself if ``context`` is ``None``).
+
+    For a per-item call that cannot be batched; the caller must never let
+    two calls overlap (one thread at a time, no nesting).
+    """
+    if context is None:
+        return fn
+    return cast("Callable[P, R]", partial(context.run, fn))
+
+
+class ConfinedContext:
+    """A subscriber's context for an owner that signals from one thread only (an event loop's).
+
+    :meth:`run` enters the context, or calls straight through when the
+    owner is already inside it: a subscriber method that makes the owner
+    signal again on the same thread (``request`` delivering at once) stays
+    in the context it is in, and the context is never entered twice.
+    """
+
+    __slots__ = ("_inside", "context")
+
+    def __init__(self) -> None:
+        self.context = capture()
+        self._inside = False  # a run() of this owner is under way; touched on the owner's thread only
+
+    def run(self, fn: Callable[P, R], *args: P.args, **kwargs: P.kwargs) -> R:
+        """Call ``fn`` in the context (``fn`` as it is when propagation is off)."""
+        context = self.context
+        if context is None or self._inside:
+            return fn(*args, **kwargs)
+        self._inside = True
+        try:
+            return context.run(fn, *args, **kwargs)
+        finally:
+            self._inside = False

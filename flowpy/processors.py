@@ -21,6 +21,7 @@ from collections.abc import Callable
 from typing import Any, Generic, TypeVar
 
 from flowpy._checks import require_positive_int
+from flowpy._context import bind, capture
 from flowpy._demand import add_demand, check_request
 from flowpy._signals import call_subscription, report, reraise_fatal, signal_subscribe, signal_terminal
 from flowpy.errors import ClosedPublisherError, MissingBackpressureError
@@ -99,12 +100,26 @@ class _Upstream:
 class _MulticastSubscription(Subscription, Generic[T]):
     """One subscriber's link to a :class:`MulticastProcessor`."""
 
-    __slots__ = ("cancelled", "deliver", "emitted", "error", "parent", "requested", "subscriber")
+    __slots__ = ("cancelled", "context", "deliver", "emitted", "error", "parent", "requested", "subscriber")
 
     def __init__(self, parent: MulticastProcessor[T], subscriber: Subscriber[T]) -> None:
         self.parent = parent
         self.subscriber = subscriber
-        self.deliver = subscriber.on_next  # looked up once, called per item
+        # The subscriber's copy of the context current at subscribe() (flowpy/_context.py):
+        # its signals run there whichever thread drives the drain. Entered only by the
+        # drain loop, which runs on one thread at a time, and by subscribe() before
+        # the subscription joins the loop.
+        self.context = context = capture()
+        # Looked up once, called per item.
+        self.deliver = bind(context, subscriber.on_next)
+
+    def signal_terminal(self, error: BaseException | None) -> None:
+        """:func:`~flowpy._signals.signal_terminal` in the subscriber's context."""
+        context = self.context
+        if context is None:
+            signal_terminal(self.subscriber, error)
+        else:
+            context.run(signal_terminal, self.subscriber, error)
         # --- Guarded by parent._lock -------------------------------------
         self.requested = 0  # total requested, saturated at MAX_DEMAND
         self.cancelled = False  # set once, by cancel() or by a terminal signal
@@ -208,7 +223,13 @@ class MulticastProcessor(Processor[T, T]):
         if subscriber is None:
             raise TypeError("subscriber must not be None (rule 1.9)")
         subscription = _MulticastSubscription(self, subscriber)
-        if not signal_subscribe(subscriber, subscription):  # before it can be signalled (rule 1.9)
+        context = subscription.context
+        subscribed = (
+            signal_subscribe(subscriber, subscription)
+            if context is None
+            else context.run(signal_subscribe, subscriber, subscription)
+        )
+        if not subscribed:  # before it can be signalled (rule 1.9)
             return
         with self._lock:
             late = self._terminated
@@ -220,7 +241,7 @@ class MulticastProcessor(Processor[T, T]):
                 self._subscribers = (*self._subscribers, subscription)
             error = self._error
         if late:
-            signal_terminal(subscriber, error)
+            subscription.signal_terminal(error)
         else:
             self._drain()
 
@@ -335,7 +356,7 @@ class MulticastProcessor(Processor[T, T]):
         while True:
             subscribers, demand, failed, upstream, done, error, terminated = view
             for subscription in failed:
-                signal_terminal(subscription.subscriber, subscription.error)
+                subscription.signal_terminal(subscription.error)
             if upstream is not None:
                 call_subscription(upstream, None)
             if terminated:
@@ -453,7 +474,7 @@ class MulticastProcessor(Processor[T, T]):
         fatal: BaseException | None = None
         for subscription in subscribers:
             try:
-                signal_terminal(subscription.subscriber, error)
+                subscription.signal_terminal(error)
             except BaseException as exc:  # not an Exception: the others still get their signal
                 fatal = fatal or exc
         if fatal is not None:

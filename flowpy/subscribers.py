@@ -32,6 +32,7 @@ from typing import TypeVar
 
 from flowpy._checks import require_positive_int
 from flowpy._consumer import subscribe_future
+from flowpy._context import capture
 from flowpy._demand import MAX_DEMAND, replenish_limit
 from flowpy._serial import SerialDrain
 from flowpy._signals import call_subscription, report, reraise_fatal
@@ -181,7 +182,9 @@ class AsyncSubscriber(Subscriber[T_contra], ABC):
         self._batch_size = require_positive_int(batch_size, "batch_size")
         # Appended by any thread (deque appends are atomic), popped only by the drain.
         self._signals: deque[tuple[_Signal, object]] = deque()
-        self._serial = SerialDrain(resolve_execute(executor), self._drain, self._rejected)
+        # The handling runs in a copy of the context that on_subscribe came in
+        # (a flowpy publisher calls it in the context current at subscribe()).
+        self._serial = SerialDrain(resolve_execute(executor), self._drain, self._rejected, context=None)
         # --- Written only inside the serial drain (or on rejection) -------
         self._subscription: Subscription | None = None
         self._done = False  # also read, racily, by _enqueue to drop late signals
@@ -199,8 +202,13 @@ class AsyncSubscriber(Subscriber[T_contra], ABC):
         """Handle the failure of the stream (or of ``when_next``), on the executor."""
 
     def on_subscribe(self, subscription: Subscription) -> None:
-        """Queue the subscription; raises ``TypeError`` for ``None`` (rule 2.13)."""
+        """Queue the subscription; raises ``TypeError`` for ``None`` (rule 2.13).
+
+        The first call's context (copied) is the one every handler runs in.
+        """
         _require(subscription, "subscription")
+        if self._serial.context is None:
+            self._serial.context = capture()
         self._enqueue(_Signal.SUBSCRIBE, subscription)
 
     def on_next(self, item: T_contra) -> None:

@@ -46,6 +46,7 @@ from __future__ import annotations
 import threading
 from collections import deque
 from collections.abc import Callable
+from functools import partial
 from typing import Generic, TypeVar
 
 from flowpy._extras import missing_extra
@@ -60,6 +61,7 @@ except ImportError as _error:
 
 from flowpy import flow
 from flowpy._checks import require, require_positive_int
+from flowpy._context import capture
 from flowpy._demand import MAX_DEMAND, add_demand, check_request, replenish_limit
 from flowpy.flow import default_buffer_size
 from flowpy.interop._common import ForwardingSubscriber
@@ -439,7 +441,11 @@ class _ReceiveStreamPublisher(flow.Publisher[T]):
             _reject(subscriber, RuntimeError("from_receive_stream serves one subscriber; clone() the stream for more"))
             return
         pull: _StreamPull[T] = _StreamPull(subscriber, self._stream, self._loop)
-        if not self._loop.call(lambda: self._task_group.start_soon(pull.run, name="flowpy receiver")):
+        # The task copies the context it is started in (asyncio and trio alike): start it
+        # in the subscriber's, so every signal runs in a copy of it (flowpy/_context.py).
+        context = capture()
+        start = partial(self._task_group.start_soon, pull.run, name="flowpy receiver")
+        if not self._loop.call(start if context is None else partial(context.run, start)):
             _reject(subscriber, RuntimeError("from_receive_stream: its event loop has finished"))
 
     def __repr__(self) -> str:

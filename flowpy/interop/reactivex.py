@@ -38,6 +38,7 @@ except ImportError as _error:
 
 from flowpy import flow
 from flowpy._checks import require, require_positive_int
+from flowpy._context import capture
 from flowpy._demand import MAX_DEMAND, add_demand, check_request, replenish_limit
 from flowpy._signals import reraise_fatal, signal_subscribe
 from flowpy.errors import MissingBackpressureError
@@ -147,6 +148,7 @@ class _ObservableSubscription(flow.Subscription, Generic[T]):
 
     __slots__ = (
         "_capacity",
+        "_context",
         "_demand",
         "_disposable",
         "_error",
@@ -174,6 +176,10 @@ class _ObservableSubscription(flow.Subscription, Generic[T]):
         self._capacity = capacity
         self._on_drop = on_drop
         self._execute = execute
+        # The subscriber's copy of the context current at subscribe()
+        # (flowpy/_context.py); entered by the drain task around each batch,
+        # never while it decides under the lock to stop running.
+        self._context = capture()
         # --- Guarded by self._lock -----------------------------------------
         self._lock = threading.Lock()
         # None once the subscription ended: cancelled, or terminal signal claimed.
@@ -333,6 +339,15 @@ class _ObservableSubscription(flow.Subscription, Generic[T]):
     def _at_end(self) -> bool:
         return self._terminal is not None and not self._queue and self._latest is _EMPTY
 
+    def signal_subscribe(self) -> bool:
+        """:func:`~flowpy._signals.signal_subscribe` in the subscriber's context; only from ``subscribe``."""
+        subscriber = self._subscriber
+        assert subscriber is not None, "the first signal"
+        context = self._context
+        if context is None:
+            return signal_subscribe(subscriber, self)
+        return context.run(signal_subscribe, subscriber, self)
+
     # --- The drain task (the executor) ---------------------------------------------
 
     def _start_drain(self) -> None:
@@ -344,7 +359,11 @@ class _ObservableSubscription(flow.Subscription, Generic[T]):
                 self._queue.clear()
             self._dispose()
             if subscriber is not None:
-                subscriber.on_error(exc)
+                context = self._context
+                if context is None:
+                    subscriber.on_error(exc)
+                else:
+                    context.run(subscriber.on_error, exc)
 
     def _drain(self) -> None:
         while True:
@@ -368,16 +387,30 @@ class _ObservableSubscription(flow.Subscription, Generic[T]):
                     if self._demand != MAX_DEMAND:
                         self._demand -= count
                     self._promote_latest()
-            if terminal is _COMPLETE:
-                subscriber.on_complete()
-                return
+            context = self._context
             if terminal is not None:
-                subscriber.on_error(terminal)
+                if context is None:
+                    _signal_end(subscriber, terminal)
+                else:
+                    context.run(_signal_end, subscriber, terminal)
                 return
-            for item in batch:
-                if self._subscriber is None:
-                    break  # cancelled: stop early (rule 3.12)
-                subscriber.on_next(item)
+            if context is None:
+                self._deliver(subscriber, batch)
+            else:
+                context.run(self._deliver, subscriber, batch)
+
+    def _deliver(self, subscriber: flow.Subscriber[T], batch: list[T]) -> None:
+        for item in batch:
+            if self._subscriber is None:
+                break  # cancelled: stop early (rule 3.12)
+            subscriber.on_next(item)
+
+
+def _signal_end(subscriber: flow.Subscriber[Any], terminal: Any) -> None:
+    if terminal is _COMPLETE:
+        subscriber.on_complete()
+    else:
+        subscriber.on_error(terminal)
 
 
 class _ObservablePublisher(flow.Publisher[T]):
@@ -410,7 +443,7 @@ class _ObservablePublisher(flow.Publisher[T]):
         subscription = _ObservableSubscription(
             subscriber, self._strategy, self._capacity, self._on_drop, self._execute
         )
-        if signal_subscribe(subscriber, subscription):  # rule 2.13
+        if subscription.signal_subscribe():  # rule 2.13
             subscription.start(self._observable)
 
     def __repr__(self) -> str:
