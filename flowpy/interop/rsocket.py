@@ -577,7 +577,7 @@ class _RSocketPublisherAsFlowpy(flow.Publisher[T], frs.Publisher[T]):
         target = _as_flow(subscriber)  # both APIs have the same methods
 
         def start() -> None:
-            if not inbound.context.run(signal_subscribe, target, subscription):  # rule 2.13: cancelled, and on_error sent
+            if not inbound.context.run(signal_subscribe, target, subscription):  # rule 2.13: cancelled, on_error sent
                 return
             if taken:
                 inbound.halt(RuntimeError(
