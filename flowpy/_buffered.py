@@ -91,6 +91,8 @@ class BufferedSubscription(Subscription, Generic[T]):
         # flowpy._context), or None: every signal and the handler run in it.
         # Entered only by the thread holding the consumer task, and left
         # before that task clears _running, so no two threads ever enter it.
+        if context is not None and type(context) is not Context:
+            raise TypeError(f"BufferedSubscription context must be a contextvars.Context or None, got {context!r}")
         self._context = context
         # Notified, under the publisher's lock, when a producer waits for space
         # here and the consumer freed a slot, or this subscription closed, or a

@@ -112,6 +112,12 @@ class _MulticastSubscription(Subscription, Generic[T]):
         self.context = context = capture()
         # Looked up once, called per item.
         self.deliver = bind(context, subscriber.on_next)
+        # --- Guarded by parent._lock -------------------------------------
+        self.requested = 0  # total requested, saturated at MAX_DEMAND
+        self.cancelled = False  # set once, by cancel() or by a terminal signal
+        self.error: BaseException | None = None  # first invalid request (rule 3.9)
+        # --- Written only by the drain loop ------------------------------
+        self.emitted = 0  # items delivered; requested - emitted is the demand
 
     def signal_terminal(self, error: BaseException | None) -> None:
         """:func:`~flowpy._signals.signal_terminal` in the subscriber's context."""
@@ -120,12 +126,6 @@ class _MulticastSubscription(Subscription, Generic[T]):
             signal_terminal(self.subscriber, error)
         else:
             context.run(signal_terminal, self.subscriber, error)
-        # --- Guarded by parent._lock -------------------------------------
-        self.requested = 0  # total requested, saturated at MAX_DEMAND
-        self.cancelled = False  # set once, by cancel() or by a terminal signal
-        self.error: BaseException | None = None  # first invalid request (rule 3.9)
-        # --- Written only by the drain loop ------------------------------
-        self.emitted = 0  # items delivered; requested - emitted is the demand
 
     def request(self, n: int) -> None:
         """Add ``n`` to this subscriber's demand (rules 3.8, 3.9, 3.17)."""
