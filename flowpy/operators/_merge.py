@@ -229,8 +229,9 @@ class _Outer(Subscriber[Any], Generic[T, R]):
             publisher = self._fn(item)
             require_publisher(publisher, "flat_map function result")
         except BaseException as error:
-            coordinator.outer_done = True
+            # The failure before outer_done, as in on_error.
             coordinator.fail(error)
+            coordinator.outer_done = True
             reraise_fatal(error)
             return
         coordinator.add(publisher)
@@ -238,8 +239,11 @@ class _Outer(Subscriber[Any], Generic[T, R]):
     def on_error(self, error: BaseException) -> None:
         if error is None:
             raise TypeError("on_error error must not be None (rule 2.13)")
-        self._coordinator.outer_done = True
+        # The failure is recorded before the source counts as done: a drain on
+        # another thread that finds it done and no inner left must also find
+        # the failure, or it would complete the downstream in its place.
         self._coordinator.fail(error)
+        self._coordinator.outer_done = True
 
     def on_complete(self) -> None:
         self._coordinator.outer_complete()

@@ -117,8 +117,11 @@ class QueueSubscriber(Subscriber[Any]):
             self.done = True
             self.parent._signal()
         else:
-            self.done = True
+            # The failure is recorded before this inner counts as done: a drain
+            # on another thread that finds it exhausted must also find the
+            # failure, or it would complete the downstream in its place.
             self.parent.fail(error)
+            self.done = True
 
     def on_complete(self) -> None:
         """Mark the upstream done and signal the parent's drain."""
@@ -160,10 +163,10 @@ class QueueSubscriber(Subscriber[Any]):
 
         Called on the upstream's thread; the queue is left to the drain.
         """
+        self.parent.fail(MissingBackpressureError(self.overflow_message()))  # before done: see on_error
         self.done = True
         if self.subscription is not None:
             self.subscription.cancel()
-        self.parent.fail(MissingBackpressureError(self.overflow_message()))
 
     def overflow_message(self) -> str:
         """What :class:`~flowpy.errors.MissingBackpressureError` says on overflow."""
