@@ -29,6 +29,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from contextvars import Context, copy_context
 from functools import partial
+from threading import get_ident
 from typing import ParamSpec, TypeVar, cast
 
 __all__ = ["ConfinedContext", "bind", "capture", "enabled"]
@@ -57,27 +58,30 @@ def bind(context: Context | None, fn: Callable[P, R]) -> Callable[P, R]:
 
 
 class ConfinedContext:
-    """A subscriber's context for an owner that signals from one thread only (an event loop's).
+    """A subscriber's context for an owner whose signals are serial but may nest.
 
-    :meth:`run` enters the context, or calls straight through when the
-    owner is already inside it: a subscriber method that makes the owner
+    :meth:`run` enters the context, or calls straight through when this
+    thread is already inside it: a subscriber method that makes the owner
     signal again on the same thread (``request`` delivering at once) stays
-    in the context it is in, and the context is never entered twice.
+    in the context it is in, and the context is never entered twice. The
+    owner must still never signal from two threads at once (rule 1.3), as
+    for any subscriber (an event loop's thread only, or a signal claimed
+    once under a lock).
     """
 
     __slots__ = ("_inside", "context")
 
     def __init__(self) -> None:
         self.context = capture()
-        self._inside = False  # a run() of this owner is under way; touched on the owner's thread only
+        self._inside = 0  # the ident of the thread inside run(), 0 if none
 
     def run(self, fn: Callable[P, R], *args: P.args, **kwargs: P.kwargs) -> R:
         """Call ``fn`` in the context (``fn`` as it is when propagation is off)."""
         context = self.context
-        if context is None or self._inside:
+        if context is None or self._inside == get_ident():
             return fn(*args, **kwargs)
-        self._inside = True
+        self._inside = get_ident()
         try:
             return context.run(fn, *args, **kwargs)
         finally:
-            self._inside = False
+            self._inside = 0

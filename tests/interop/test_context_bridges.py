@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import AsyncIterator, Iterator
+from concurrent.futures import Future
 from typing import Any
 
 import pytest
@@ -17,6 +18,7 @@ from reactivex.subject import Subject
 
 from flowpy.executors import DaemonThreadPool
 from flowpy.interop.asyncio import from_async_iterable, to_async_iterator
+from flowpy.interop.futures import from_future
 from flowpy.interop.reactivex import from_observable
 from flowpy.interop.rsocket import from_rsocket_publisher
 from flowpy.submission import SubmissionPublisher
@@ -195,3 +197,28 @@ def test_from_rsocket_publisher_signals_from_rsocket_callbacks_in_the_subscribe_
     recorder = asyncio.run(run())
     assert recorder.kinds() == ["on_subscribe", "on_next", "on_error"]
     assert recorder.values() == {"request-1"}
+
+
+# --- concurrent.futures -----------------------------------------------------------------
+
+
+def test_from_future_settled_on_another_thread_signals_in_the_subscribe_context() -> None:
+    future: Future[int] = Future()
+    recorder = ContextRecorder(initial=1)
+    in_context("request-1", from_future(future).subscribe, recorder)
+    in_fresh_thread(lambda: (REQUEST_ID.set("settler"), future.set_result(7)))
+    assert recorder.kinds() == ["on_subscribe", "on_next", "on_complete"]
+    assert recorder.values() == {"request-1"}
+
+
+def test_from_future_already_settled_delivers_inside_on_subscribe_without_entering_twice() -> None:
+    # request(1) in on_subscribe delivers at once, inside on_subscribe, in the same context.
+    future: Future[int] = Future()
+    future.set_result(7)
+
+    def tag(item: int) -> None:
+        REQUEST_ID.set("changed")
+
+    recorder = ContextRecorder(initial=1, on_next_hook=tag)
+    in_context("request-1", from_future(future).subscribe, recorder)
+    assert recorder.seen == [("on_subscribe", "request-1"), ("on_next", "request-1"), ("on_complete", "changed")]
