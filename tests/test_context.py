@@ -13,13 +13,14 @@ from typing import Any
 import pytest
 
 from flowpy import _context, submission
+from flowpy._serial import SerialDrain
 from flowpy.executors import DaemonThreadPool, direct_executor
 from flowpy.operators import flat_map, observe_on
 from flowpy.processors import MulticastProcessor, TransformProcessor
 from flowpy.sources import IterablePublisher
 from flowpy.submission import SubmissionPublisher
 from tests.context_helpers import MISSING, REQUEST_ID, ContextRecorder, in_context, in_fresh_thread
-from tests.support import ManualExecutor, Recorder
+from tests.support import ManualExecutor, Recorder, RejectingExecutor
 
 WAIT = 30.0
 
@@ -394,3 +395,39 @@ def test_the_value_set_before_subscribing_reaches_every_signal_across_every_hop(
     assert recorder.values() == {"request-1"}
     assert set(seen_in_stages) == {"request-1"}
     assert recorder.violations == []
+
+
+# --- SerialDrain, the loop behind the operators, sources and AsyncSubscriber -----------
+
+
+def test_serial_drain_passes_and_rejection_run_in_the_context_it_was_made_in() -> None:
+    seen: list[tuple[str, str]] = []
+
+    def drain(first: bool) -> bool:
+        seen.append(("drain", REQUEST_ID.get(MISSING)))
+        return False
+
+    executor = ManualExecutor()
+    serial = in_context("made", SerialDrain, executor.execute, drain, lambda exc: None)
+    in_context("signaller", serial.signal)
+    in_context("runner", executor.run_all)
+    def on_reject(exc: BaseException) -> None:
+        seen.append(("reject", REQUEST_ID.get(MISSING)))
+
+    refused = in_context("made", SerialDrain, RejectingExecutor(0).execute, drain, on_reject)
+    in_context("signaller", refused.signal)
+    assert seen == [("drain", "made"), ("reject", "made")]
+
+
+def test_serial_drain_resubmitting_inline_never_enters_its_context_twice() -> None:
+    # A pass that yields re-submits itself; direct_executor runs that task
+    # inside the pass's own call to the executor, in the same thread.
+    passes: list[str] = []
+
+    def drain(first: bool) -> bool:
+        passes.append(REQUEST_ID.get(MISSING))
+        return len(passes) < 3
+
+    serial = in_context("made", SerialDrain, direct_executor.execute, drain, lambda exc: None)
+    in_context("signaller", serial.signal)
+    assert passes == ["made"] * 3
