@@ -654,9 +654,21 @@ consume(BufObject *self)
             break;
         }
         result = deliver(self);
-        if (context != NULL && PyContext_Exit(context) < 0) {
-            result = -1; /* the thread's context was switched and not restored by C code */
-            break;
+        if (context != NULL) {
+            /* What deliver raised stays pending across the exit, which is not
+               called with an exception set. */
+            PyObject *raised = result < 0 ? take_exception() : NULL;
+            if (PyContext_Exit(context) < 0) {
+                /* the thread's context was switched and not restored by C code */
+                if (raised != NULL) {
+                    chain_exception(raised);
+                }
+                result = -1;
+                break;
+            }
+            if (raised != NULL) {
+                restore_exception(raised);
+            }
         }
         if (result != 1) {
             break;

@@ -20,8 +20,7 @@ single consumer task, a :class:`~flowpy._serial.SerialDrain` pass), and leaves
 it before the hand-off that lets another thread start the next task.
 
 :data:`enabled` switches propagation off for subscriptions made while it is
-``False``; it exists to measure the cost (benchmarks/throughput.py) and is
-not part of the public API.
+``False``; :mod:`flowpy.context` is its public face.
 """
 
 from __future__ import annotations
@@ -38,7 +37,7 @@ P = ParamSpec("P")
 R = TypeVar("R")
 
 enabled = True
-"""Whether :func:`capture` captures; for benchmarks that compare the cost."""
+"""Whether :func:`capture` captures (:func:`flowpy.context.set_context_propagation`)."""
 
 
 def capture() -> Context | None:

@@ -12,8 +12,9 @@ from typing import Any
 
 import pytest
 
-from flowpy import _context, submission
+from flowpy import submission
 from flowpy._serial import SerialDrain
+from flowpy.context import context_propagation, set_context_propagation
 from flowpy.executors import DaemonThreadPool, direct_executor
 from flowpy.operators import flat_map, observe_on
 from flowpy.processors import MulticastProcessor, TransformProcessor
@@ -280,17 +281,35 @@ def test_the_context_must_be_a_context_or_none() -> None:
         submission.BufferedSubscription(Recorder(), ManualExecutor().execute, 4, None, threading.Condition(), "context")
 
 
-def test_propagation_switched_off_runs_signals_in_the_delivering_thread_context(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    monkeypatch.setattr(_context, "enabled", False)
+@pytest.fixture
+def propagation_restored() -> Iterator[None]:
+    try:
+        yield
+    finally:
+        set_context_propagation(True)
+
+
+def test_propagation_switched_off_runs_signals_in_the_delivering_thread_context(propagation_restored: None) -> None:
     executor = ManualExecutor()
     publisher: SubmissionPublisher[int] = SubmissionPublisher(executor=executor)
+    kept = ContextRecorder(initial=1)
+    in_context("request-1", publisher.subscribe, kept)
+    set_context_propagation(False)
+    assert not context_propagation()
     recorder = ContextRecorder(initial=1)
     in_context("request-1", publisher.subscribe, recorder)
+    set_context_propagation(True)
+    assert context_propagation()
     in_context("producer", publisher.submit, 1)
     in_context("producer", executor.run_all)
     assert recorder.values() == {"producer"}
+    assert kept.values() == {"request-1"}  # made before the switch: keeps its copy
+
+
+def test_set_context_propagation_takes_a_bool() -> None:
+    with pytest.raises(TypeError, match=r"^set_context_propagation enabled must be a bool, got 1$"):
+        set_context_propagation(1)  # type: ignore[arg-type]
+    assert context_propagation()
 
 
 # --- Processors --------------------------------------------------------------------
