@@ -12,6 +12,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any, Generic, TypeVar
 
+from flowpy._checks import none_error, require
 from flowpy._demand import replenish_limit
 from flowpy._signals import signal_subscribe
 from flowpy.errors import MissingBackpressureError
@@ -65,8 +66,7 @@ class QueueSubscriber(Subscriber[Any]):
         Raises:
             TypeError: if ``subscription`` is ``None`` (rule 2.13).
         """
-        if subscription is None:
-            raise TypeError("subscription must not be None (rule 2.13)")
+        require(subscription, "subscription", "2.13")
         if self.subscription is not None or self.parent.cancelled:
             subscription.cancel()  # rule 2.5
             return False
@@ -90,7 +90,7 @@ class QueueSubscriber(Subscriber[Any]):
             TypeError: if ``item`` is ``None`` (rule 2.13).
         """
         if item is None:
-            raise TypeError("on_next item must not be None (rule 2.13)")
+            raise none_error("item", "2.13")
         if self.done:
             return
         # Only this thread appends and the drain only pops, so the length
@@ -108,8 +108,7 @@ class QueueSubscriber(Subscriber[Any]):
         Raises:
             TypeError: if ``error`` is ``None`` (rule 2.13).
         """
-        if error is None:
-            raise TypeError("on_error error must not be None (rule 2.13)")
+        require(error, "error", "2.13")
         if self.done:
             return
         if self._delay_error:
