@@ -61,7 +61,9 @@ class BufferedSubscription(Subscription, Generic[T]):
         "_complete",
         "_consumer",
         "_context",
+        "_delivered",
         "_demand",
+        "_dropped",
         "_execute",
         "_handler",
         "_lock",
@@ -123,6 +125,12 @@ class BufferedSubscription(Subscription, Generic[T]):
         # --- Consumer task only; read racily by producers on the slow path ---
         self._opened = False  # on_subscribe was delivered
         self._consumer = 0  # ident of the thread inside consume(), 0 if none
+        # on_next calls that returned; added once per batch (under self._lock
+        # with the demand it used up, when that demand is bounded)
+        self._delivered = 0
+
+        # --- Producer only (under the publisher's lock), on the drop path ---
+        self._dropped = 0  # offers dropped for this subscriber because its buffer was full
 
     # --- Subscription ---------------------------------------------------
 
@@ -275,6 +283,25 @@ class BufferedSubscription(Subscription, Generic[T]):
         """Outstanding demand less buffered items (a racy estimate, for monitoring)."""
         return self._demand - len(self._buffer)
 
+    def count_drop(self) -> None:
+        """Count one item dropped for this subscriber; the caller holds the publisher's lock."""
+        self._dropped += 1
+
+    @property
+    def delivered(self) -> int:
+        """``on_next`` calls that returned normally, counted once per drained batch."""
+        return self._delivered
+
+    @property
+    def dropped(self) -> int:
+        """Items dropped for this subscriber because its buffer was full (counted by :meth:`count_drop`)."""
+        return self._dropped
+
+    def readings(self) -> tuple[int, int, int, int]:
+        """``(buffered, demand, delivered, dropped)``, read together under ``self._lock``, for monitoring."""
+        with self._lock:
+            return len(self._buffer), self._demand, self._delivered, self._dropped
+
     def has_task(self) -> bool:
         """Whether a consumer task is queued or running (a racy reading, for monitoring)."""
         return self._running and not self._closed
@@ -393,13 +420,17 @@ class BufferedSubscription(Subscription, Generic[T]):
                 n = len(buffer)
                 if n > demand:
                     n = demand
+                i = 0  # after the loop: the on_next calls that returned
                 try:
-                    for _ in range(n):
+                    for i in range(n):  # noqa: B007 - read after the loop
                         item = popleft()
                         if self._alert and self._on_alert():
                             break
                         on_next(item)
+                    else:
+                        i = n
                 except BaseException as exc:
+                    self._delivered += i
                     self._on_next_failed(subscriber, exc)
                     if not isinstance(exc, Exception):
                         raise
@@ -407,6 +438,9 @@ class BufferedSubscription(Subscription, Generic[T]):
                 if demand != MAX_DEMAND:
                     with lock:
                         self._demand -= n
+                        self._delivered += i
+                else:
+                    self._delivered += i
                 continue
             if self._complete and not buffer:
                 with lock:

@@ -38,6 +38,7 @@
 #ifndef Py_T_PYSSIZET
 #include "structmember.h"
 #define Py_T_PYSSIZET T_PYSSIZET
+#define Py_T_LONGLONG T_LONGLONG
 #define Py_READONLY READONLY
 #endif
 
@@ -92,6 +93,10 @@ typedef struct {
     /* --- Consumer task only; read by producers on the slow path --- */
     char opened;            /* on_subscribe was delivered */
     unsigned long consumer; /* ident of the thread inside consume(), 0 if none */
+    long long delivered;    /* on_next calls that returned; added once per batch, with the demand it used up */
+
+    /* --- Producer only (under the publisher's lock), on the drop path --- */
+    long long dropped; /* offers dropped for this subscriber because its buffer was full */
 } BufObject;
 
 static inline module_state *
@@ -549,7 +554,8 @@ deliver(BufObject *self)
             if ((long long)n > demand) {
                 n = (Py_ssize_t)demand;
             }
-            for (Py_ssize_t i = 0; i < n && self->count; i++) {
+            Py_ssize_t i = 0; /* after the loop: the on_next calls that returned */
+            for (; i < n && self->count; i++) {
                 PyObject *item = ring_pop(self);
                 if (self->alert) {
                     int alerted = on_alert(self);
@@ -559,6 +565,7 @@ deliver(BufObject *self)
                         }
                         Py_DECREF(item); /* dropped, as the reference drops it */
                         if (alerted < 0) {
+                            self->delivered += i;
                             goto failed;
                         }
                         break;
@@ -568,12 +575,15 @@ deliver(BufObject *self)
                 PyObject *r = PyObject_Vectorcall(on_next, args + 1, 1 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
                 if (r == NULL) {
                     exc = take_exception();
+                    self->delivered += i; /* before any Python code runs again */
                     Py_DECREF(item);
                     goto failed;
                 }
                 Py_DECREF(item);
                 Py_DECREF(r);
             }
+            /* One section with the demand, as the reference does both under its lock. */
+            self->delivered += i;
             if (demand != MAX_DEMAND) {
                 self->demand -= n;
             }
@@ -961,6 +971,22 @@ buf_estimate_demand(PyObject *op, PyObject *Py_UNUSED(unused))
 }
 
 static PyObject *
+buf_count_drop(PyObject *op, PyObject *Py_UNUSED(unused))
+{
+    ((BufObject *)op)->dropped++;
+    Py_RETURN_NONE;
+}
+
+/* (buffered, demand, delivered, dropped) in one section: no other thread
+   changes them while the tuple is built (Py_BuildValue runs no Python code). */
+static PyObject *
+buf_readings(PyObject *op, PyObject *Py_UNUSED(unused))
+{
+    BufObject *self = (BufObject *)op;
+    return Py_BuildValue("(nLLL)", self->count, self->demand, self->delivered, self->dropped);
+}
+
+static PyObject *
 buf_has_task(PyObject *op, PyObject *Py_UNUSED(unused))
 {
     BufObject *self = (BufObject *)op;
@@ -1109,6 +1135,10 @@ static PyMethodDef buf_methods[] = {
      PyDoc_STR("Items buffered and not yet taken (a racy estimate, for monitoring).")},
     {"estimate_demand", buf_estimate_demand, METH_NOARGS,
      PyDoc_STR("Outstanding demand less buffered items (a racy estimate, for monitoring).")},
+    {"count_drop", buf_count_drop, METH_NOARGS,
+     PyDoc_STR("Count one item dropped for this subscriber; the caller holds the publisher's lock.")},
+    {"readings", buf_readings, METH_NOARGS,
+     PyDoc_STR("(buffered, demand, delivered, dropped), read together, for monitoring.")},
     {"has_task", buf_has_task, METH_NOARGS,
      PyDoc_STR("Whether a consumer task is queued or running (a racy reading, for monitoring).")},
     {"consume", buf_consume, METH_NOARGS,
@@ -1132,6 +1162,10 @@ static PyGetSetDef buf_getset[] = {
 
 static PyMemberDef buf_members[] = {
     {"__weaklistoffset__", Py_T_PYSSIZET, offsetof(BufObject, weakreflist), Py_READONLY, NULL},
+    {"delivered", Py_T_LONGLONG, offsetof(BufObject, delivered), Py_READONLY,
+     PyDoc_STR("on_next calls that returned normally, counted once per drained batch.")},
+    {"dropped", Py_T_LONGLONG, offsetof(BufObject, dropped), Py_READONLY,
+     PyDoc_STR("Items dropped for this subscriber because its buffer was full.")},
     {NULL, 0, 0, 0, NULL},
 };
 

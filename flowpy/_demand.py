@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-__all__ = ["MAX_DEMAND", "add_demand", "check_request", "replenish_limit"]
+__all__ = ["MAX_DEMAND", "add_demand", "check_request", "replenish_limit", "unfilled_demand"]
 
 MAX_DEMAND = 2**63 - 1
 """``Long.MAX_VALUE``: demand at or above it is unbounded (rule 3.17)."""
@@ -12,6 +12,11 @@ def add_demand(current: int, n: int) -> int:
     """Return ``current + n``, saturated at :data:`MAX_DEMAND` (rule 3.17)."""
     total = current + n
     return MAX_DEMAND if total >= MAX_DEMAND else total
+
+
+def unfilled_demand(requested: int, emitted: int) -> int:
+    """Return what is left of ``requested`` after ``emitted`` items; :data:`MAX_DEMAND` stays unbounded."""
+    return MAX_DEMAND if requested == MAX_DEMAND else requested - emitted
 
 
 def check_request(n: object) -> BaseException | None:

@@ -22,11 +22,12 @@ from typing import Any, Generic, TypeVar
 
 from flowpy._checks import none_error, require, require_callable, require_positive_int, require_subscriber
 from flowpy._context import bind, capture
-from flowpy._demand import add_demand, check_request
+from flowpy._demand import add_demand, check_request, unfilled_demand
 from flowpy._signals import call_subscription, report, reraise_fatal, signal_subscribe, signal_terminal
 from flowpy.errors import ClosedPublisherError, MissingBackpressureError
 from flowpy.executors import DEFAULT, Default, Executor
 from flowpy.flow import Processor, Subscriber, Subscription, default_buffer_size
+from flowpy.snapshots import PublisherSnapshot, SubscriberSnapshot
 from flowpy.submission import SubmissionPublisher
 
 __all__ = ["MulticastProcessor", "TransformProcessor"]
@@ -210,6 +211,25 @@ class MulticastProcessor(Processor[T, T]):
     def number_of_subscribers(self) -> int:
         """How many subscribers are attached (racy: for monitoring)."""
         return len(self._subscribers)
+
+    def snapshot(self) -> PublisherSnapshot:
+        """Read the queue and each subscriber's counters, for monitoring; takes no lock.
+
+        The queue is shared, so every subscriber shows its length as
+        ``buffered`` and ``prefetch`` as ``capacity``; ``demand`` is what it
+        requested and has not received, ``delivered`` the items handed to it
+        (counted once per drain pass); nothing is ever dropped. ``closed`` is
+        whether subscribers were given their terminal signal. Approximate
+        across subscribers (see :mod:`flowpy.snapshots`).
+        """
+        buffered = len(self._queue)
+        prefetch = self._prefetch
+        subscribers = tuple(
+            SubscriberSnapshot(s.subscriber, buffered, prefetch, unfilled_demand(s.requested, s.emitted), s.emitted, 0)
+            for s in self._subscribers
+            if not s.cancelled
+        )
+        return PublisherSnapshot(self._terminated, prefetch, subscribers)
 
     # --- Publisher side ------------------------------------------------------
 

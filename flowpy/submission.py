@@ -49,6 +49,7 @@ from flowpy._impl import BufferedSubscription
 from flowpy.errors import ClosedPublisherError, DuplicateSubscriptionError, ReentrantSubmitError
 from flowpy.executors import DEFAULT, Default, Executor, default_executor, resolve_execute
 from flowpy.flow import Publisher, Subscriber, default_buffer_size
+from flowpy.snapshots import PublisherSnapshot, SubscriberSnapshot
 
 __all__ = ["BUFFER_CAPACITY_LIMIT", "DropHandler", "SubmissionPublisher"]
 
@@ -398,6 +399,7 @@ class SubmissionPublisher(Publisher[T], Generic[T]):
                     status = subscription.offer(item)
             if status == 0:
                 drops += 1
+                subscription.count_drop()
             elif status > lag and not drops:
                 lag = status
             elif status < 0:
@@ -563,6 +565,25 @@ class SubmissionPublisher(Publisher[T], Generic[T]):
         """The most items buffered for one subscriber; 0 with none. For monitoring only."""
         with self._lock:
             return max((s.lag() for s in self._prune()), default=0)
+
+    def snapshot(self) -> PublisherSnapshot:
+        """Read the state and the per-subscriber buffers and counters, for monitoring.
+
+        Takes no lock that producers hold, so it never waits for a blocked
+        ``submit``: each subscriber's fields are read together, the
+        subscribers one after another (approximate across them, like
+        :meth:`estimate_maximum_lag`). Costs one call per subscriber; see
+        :mod:`flowpy.snapshots` for what each field means.
+        """
+        capacity = self._capacity
+        subscribers = []
+        for subscription in self._subscriptions:  # a tuple, replaced, never mutated
+            subscriber = subscription.subscriber
+            if subscriber is None or subscription.is_closed:  # closed, not yet pruned
+                continue
+            buffered, demand, delivered, dropped = subscription.readings()
+            subscribers.append(SubscriberSnapshot(subscriber, buffered, capacity, demand, delivered, dropped))
+        return PublisherSnapshot(self._closed, capacity, tuple(subscribers))
 
     def _live(self) -> tuple[BufferedSubscription[T], ...]:
         """The open subscriptions. Caller holds self._lock."""

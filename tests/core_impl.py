@@ -32,6 +32,7 @@ CORE_MODULES = frozenset(
         "test_submission_publisher_tck",
         "test_exit",
         "test_processors_tck",
+        "test_snapshots",
     }
 )
 """Test modules (by last name) whose every test runs once per implementation."""

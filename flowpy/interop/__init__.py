@@ -9,7 +9,9 @@ Each adapter carries backpressure across the border instead of losing it:
 * :mod:`flowpy.interop.reactivex`: Observables, which have no backpressure, with
   an explicit overflow strategy (extra ``rx``);
 * :mod:`flowpy.interop.rsocket`: rsocket-py's ``reactivestreams`` types, whose
-  demand crosses the network (extra ``rsocket``).
+  demand crosses the network (extra ``rsocket``);
+* :mod:`flowpy.interop.otel`: snapshots of streams as OpenTelemetry metrics
+  (extra ``otel``).
 
 Import the submodule you need; this package imports none of them, so the
 optional libraries are loaded only by the adapters that use them.

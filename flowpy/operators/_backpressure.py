@@ -19,7 +19,7 @@ from collections.abc import Callable
 from typing import Any, Generic, Literal, TypeVar
 
 from flowpy._checks import none_error
-from flowpy._demand import MAX_DEMAND, add_demand
+from flowpy._demand import MAX_DEMAND, add_demand, unfilled_demand
 from flowpy._signals import reraise_fatal
 from flowpy.flow import Publisher, Subscriber, Subscription
 from flowpy.operators._base import (
@@ -30,6 +30,8 @@ from flowpy.operators._base import (
     require_subscriber,
 )
 from flowpy.operators._queue import HeadSubscriber, QueueDrain
+from flowpy.operators._tracking import StageTracker
+from flowpy.snapshots import PublisherSnapshot, SubscriberSnapshot
 
 __all__ = ["OverflowPolicy", "on_backpressure_buffer", "on_backpressure_drop", "on_backpressure_latest"]
 
@@ -62,8 +64,11 @@ class _OverflowSubscriber(HeadSubscriber):
     def _admit_over_capacity(self) -> bool:
         """Apply the overflow policy; ``drop_oldest`` queues the item (the bounded deque evicts)."""
         if self._policy == "drop_oldest":
+            self.parent.dropped += 1  # the append evicts one (unless the drain took one meanwhile)
             return True
-        if self._policy == "error":
+        if self._policy == "drop_latest":
+            self.parent.dropped += 1
+        else:
             self.overflow()
         return False
 
@@ -84,16 +89,23 @@ class _BufferStage(QueueDrain[T], Generic[T]):
 
 
 class _BufferPublisher(Publisher[T_co]):
-    __slots__ = ("_capacity", "_policy", "_source")
+    __slots__ = ("__weakref__", "_capacity", "_policy", "_source", "_stages")
 
     def __init__(self, source: Publisher[T_co], capacity: int, policy: OverflowPolicy) -> None:
         self._source = source
         self._capacity = capacity
         self._policy = policy
+        self._stages = StageTracker()
 
     def subscribe(self, subscriber: Subscriber[T_co]) -> None:
         require_subscriber(subscriber)
-        self._source.subscribe(_BufferStage(subscriber, self._capacity, self._policy).upstream)
+        stage = _BufferStage(subscriber, self._capacity, self._policy)
+        self._stages.track(stage)
+        self._source.subscribe(stage.upstream)
+
+    def snapshot(self) -> PublisherSnapshot:
+        """One reading per open subscription: its buffer, demand, delivered and dropped items (for monitoring)."""
+        return self._stages.snapshot(self._capacity)
 
 
 def on_backpressure_buffer(
@@ -138,12 +150,13 @@ def on_backpressure_latest(source: Publisher[T]) -> Publisher[T]:
 class _DropStage(Relay, Generic[T]):
     """Passes an item on if the subscriber has demand for it, else drops it; no queue."""
 
-    __slots__ = ("_emitted", "_lock", "_on_drop", "_requested")
+    __slots__ = ("__weakref__", "_dropped", "_emitted", "_lock", "_on_drop", "_requested")
 
     def __init__(self, downstream: Subscriber[T], on_drop: Callable[[T], object] | None) -> None:
         super().__init__(downstream)
         self._on_drop = on_drop
         self._emitted = 0  # delivering thread only
+        self._dropped = 0  # delivering thread only: items dropped for want of demand
         # Guarded by self._lock; read racily by on_next, which can only see it too small.
         self._lock = threading.Lock()
         self._requested = 0
@@ -172,6 +185,7 @@ class _DropStage(Relay, Generic[T]):
             self._emitted += 1
             self._downstream.on_next(item)
             return
+        self._dropped += 1
         on_drop = self._on_drop
         if on_drop is not None:
             try:
@@ -180,6 +194,15 @@ class _DropStage(Relay, Generic[T]):
                 self.cancel()
                 self._downstream.on_error(error)
                 reraise_fatal(error)
+
+    def reading(self) -> SubscriberSnapshot | None:
+        """This stage's demand and counters (nothing is buffered), or ``None`` once it ended (racy)."""
+        if self.done:
+            return None
+        emitted = self._emitted
+        return SubscriberSnapshot(
+            self._downstream, 0, 0, unfilled_demand(self._requested, emitted), emitted, self._dropped
+        )
 
     def request(self, n: int) -> None:
         """Add ``n`` to the demand; an invalid ``n`` goes upstream, which signals the error (rule 3.9)."""
@@ -190,15 +213,22 @@ class _DropStage(Relay, Generic[T]):
 
 
 class _DropPublisher(Publisher[T_co]):
-    __slots__ = ("_on_drop", "_source")
+    __slots__ = ("__weakref__", "_on_drop", "_source", "_stages")
 
     def __init__(self, source: Publisher[T_co], on_drop: Callable[[Any], object] | None) -> None:
         self._source = source
         self._on_drop = on_drop
+        self._stages = StageTracker()
 
     def subscribe(self, subscriber: Subscriber[T_co]) -> None:
         require_subscriber(subscriber)
-        self._source.subscribe(_DropStage(subscriber, self._on_drop))
+        stage: _DropStage[T_co] = _DropStage(subscriber, self._on_drop)
+        self._stages.track(stage)
+        self._source.subscribe(stage)
+
+    def snapshot(self) -> PublisherSnapshot:
+        """One reading per open subscription: its demand, delivered and dropped items (capacity 0: no queue)."""
+        return self._stages.snapshot(0)
 
 
 def on_backpressure_drop(source: Publisher[T], on_drop: Callable[[T], object] | None = None) -> Publisher[T]:

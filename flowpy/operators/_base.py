@@ -90,6 +90,7 @@ class DemandDrain(Subscription, ABC):
     """
 
     __slots__ = (
+        "__weakref__",
         "_broken",
         "_failure",
         "_lock",
@@ -98,7 +99,9 @@ class DemandDrain(Subscription, ABC):
         "_serial",
         "_signal",
         "cancelled",
+        "delivered",
         "draining",
+        "dropped",
     )
 
     def __init__(self, execute: Callable[[Task], object] | None = None) -> None:
@@ -108,6 +111,9 @@ class DemandDrain(Subscription, ABC):
         self._broken = False  # a subscriber method raised in a pass; no pass runs after
         self.draining = False  # a pass is under way and will look at the queues again
         self.cancelled = False  # set by cancel() or a terminal signal; never cleared
+        # --- Counters for snapshots; each has one writer ---------------------
+        self.delivered = 0  # drain only: items delivered, added once per pass by _produced()
+        self.dropped = 0  # upstream's thread only: items an overflow policy dropped
         # --- Guarded by self._lock -----------------------------------------
         self._lock = threading.Lock()
         self._requested = 0  # unfilled downstream demand; MAX_DEMAND is unbounded
@@ -193,7 +199,8 @@ class DemandDrain(Subscription, ABC):
             self._signal_downstream_error(error)
 
     def _produced(self, emitted: int, requested: int) -> None:
-        """Subtract ``emitted`` from the demand, which was ``requested`` when the pass began."""
+        """Count ``emitted`` as delivered; subtract it from the demand, which was ``requested`` when the pass began."""
+        self.delivered += emitted
         if emitted and requested != MAX_DEMAND:
             with self._lock:
                 self._requested -= emitted

@@ -34,6 +34,8 @@ from flowpy.operators._base import (
     require_subscriber,
 )
 from flowpy.operators._queue import QueueSubscriber
+from flowpy.operators._tracking import StageTracker
+from flowpy.snapshots import PublisherSnapshot, SubscriberSnapshot
 
 __all__ = ["concat", "flat_map", "merge"]
 
@@ -111,6 +113,20 @@ class _Coordinator(DemandDrain, Generic[T]):
 
     def _cancel_upstream(self) -> None:
         self._cancel_all()
+
+    def reading(self) -> SubscriberSnapshot | None:
+        """The inners' queues and this stage's counters, or ``None`` once it ended (racy).
+
+        ``buffered`` sums the active inners' queues; ``capacity`` is
+        ``prefetch`` for each of them.
+        """
+        if self.cancelled or self._terminated:
+            return None
+        inners = self._inners  # replaced by the drain, appended to by add(): a racy copy is enough
+        buffered = sum(len(inner.queue) for inner in tuple(inners))
+        return SubscriberSnapshot(
+            self._downstream, buffered, self.prefetch * len(inners), self._requested, self.delivered, 0
+        )
 
     def _has_work(self) -> bool:
         return self._requested > 0 and any(inner.queue for inner in self._inners)
@@ -249,7 +265,7 @@ class _Outer(Subscriber[Any], Generic[T, R]):
 
 
 class _FlatMapPublisher(Publisher[R]):
-    __slots__ = ("_fn", "_max_concurrency", "_prefetch", "_source")
+    __slots__ = ("__weakref__", "_fn", "_max_concurrency", "_prefetch", "_source", "_stages")
 
     def __init__(
         self, source: Publisher[Any], fn: Callable[[Any], Publisher[R]], max_concurrency: int, prefetch: int
@@ -258,25 +274,38 @@ class _FlatMapPublisher(Publisher[R]):
         self._fn = fn
         self._max_concurrency = max_concurrency
         self._prefetch = prefetch
+        self._stages = StageTracker()
 
     def subscribe(self, subscriber: Subscriber[R]) -> None:
         require_subscriber(subscriber)
-        self._source.subscribe(_Outer(subscriber, self._fn, self._max_concurrency, self._prefetch))
+        outer: _Outer[Any, R] = _Outer(subscriber, self._fn, self._max_concurrency, self._prefetch)
+        self._stages.track(outer._coordinator)
+        self._source.subscribe(outer)
+
+    def snapshot(self) -> PublisherSnapshot:
+        """One reading per open subscription: its inners' queues, demand and delivered items (for monitoring)."""
+        return self._stages.snapshot(self._prefetch)
 
 
 class _MergePublisher(Publisher[T_co]):
-    __slots__ = ("_max_concurrency", "_prefetch", "_publishers")
+    __slots__ = ("__weakref__", "_max_concurrency", "_prefetch", "_publishers", "_stages")
 
     def __init__(self, publishers: tuple[Publisher[T_co], ...], max_concurrency: int, prefetch: int) -> None:
         self._publishers = publishers
         self._max_concurrency = max_concurrency
         self._prefetch = prefetch
+        self._stages = StageTracker()
+
+    def snapshot(self) -> PublisherSnapshot:
+        """One reading per open subscription: its inners' queues, demand and delivered items (for monitoring)."""
+        return self._stages.snapshot(self._prefetch)
 
     def subscribe(self, subscriber: Subscriber[T_co]) -> None:
         require_subscriber(subscriber)
         coordinator: _Coordinator[T_co] = _Coordinator(
             subscriber, self._max_concurrency, self._prefetch, iter(self._publishers)
         )
+        self._stages.track(coordinator)
         if signal_subscribe(subscriber, coordinator):
             coordinator._release()
 

@@ -21,6 +21,8 @@ from flowpy.executors import DEFAULT, Default, Executor, Task, resolve_execute
 from flowpy.flow import Publisher, Subscriber
 from flowpy.operators._base import require_positive, require_publisher, require_subscriber
 from flowpy.operators._queue import HeadSubscriber, QueueDrain
+from flowpy.operators._tracking import StageTracker
+from flowpy.snapshots import PublisherSnapshot
 
 __all__ = ["observe_on"]
 
@@ -29,17 +31,23 @@ T_co = TypeVar("T_co", covariant=True)
 
 
 class _ObserveOnPublisher(Publisher[T_co]):
-    __slots__ = ("_execute", "_prefetch", "_source")
+    __slots__ = ("__weakref__", "_execute", "_prefetch", "_source", "_stages")
 
     def __init__(self, source: Publisher[T_co], execute: Callable[[Task], object], prefetch: int) -> None:
         self._source = source
         self._execute = execute
         self._prefetch = prefetch
+        self._stages = StageTracker()
 
     def subscribe(self, subscriber: Subscriber[T_co]) -> None:
         require_subscriber(subscriber)
         stage = _ObserveOn(subscriber, self._execute, self._prefetch)
+        self._stages.track(stage)
         self._source.subscribe(stage.upstream)
+
+    def snapshot(self) -> PublisherSnapshot:
+        """One reading per open subscription: its queue, demand and delivered items (for monitoring)."""
+        return self._stages.snapshot(self._prefetch)
 
 
 class _ObserveOn(QueueDrain[T], Generic[T]):

@@ -19,6 +19,7 @@ from flowpy.errors import MissingBackpressureError
 from flowpy.executors import Task
 from flowpy.flow import Subscriber, Subscription
 from flowpy.operators._base import DemandDrain
+from flowpy.snapshots import SubscriberSnapshot
 
 __all__ = ["HeadSubscriber", "QueueDrain", "QueueSubscriber"]
 
@@ -221,6 +222,15 @@ class QueueDrain(DemandDrain, Generic[T]):
 
     def _cancel_upstream(self) -> None:
         self.upstream.cancel()
+
+    def reading(self) -> SubscriberSnapshot | None:
+        """The queue and counters of this stage for its downstream, or ``None`` once it ended (racy)."""
+        if self.cancelled or self._terminated:
+            return None
+        upstream = self.upstream
+        return SubscriberSnapshot(
+            self.downstream, len(upstream.queue), upstream.prefetch, self._requested, self.delivered, self.dropped
+        )
 
     def _has_work(self) -> bool:
         return bool(self.upstream.queue) and self._requested > 0
