@@ -70,6 +70,7 @@ class BufferedSubscription(Subscription, Generic[T]):
         "_opened",
         "_pending",
         "_pending_error",
+        "_queued",
         "_running",
         "_space",
         "_stop",
@@ -112,6 +113,12 @@ class BufferedSubscription(Subscription, Generic[T]):
         self._demand = 0  # outstanding request(n) total; MAX_DEMAND = unbounded
         self._running = False  # a consumer task is pending or running; True forever once closed
         self._pending = False  # a task was handed to the executor and no thread has claimed it
+        # A task handed to the executor has not started _run yet. Until it
+        # does, a start hands over no new task: that one will claim the
+        # pending work. So a subscription has at most one task in the
+        # executor, and a producer that ran the work inline (claiming it
+        # while blocked) leaves one stale task behind, not one per batch.
+        self._queued = False
         self._complete = False  # on_complete is due once the buffer is empty
         self._stop = False  # on_error or a silent cancel is due; buffered items are dropped
         self._pending_error: BaseException | None = None  # the error for that on_error, if any
@@ -174,7 +181,7 @@ class BufferedSubscription(Subscription, Generic[T]):
                 without any signal, as in the JDK.
         """
         with self._lock:
-            self._running = self._pending = True
+            self._running = self._pending = self._queued = True
         execute = self._execute
         assert execute is not None, "signal_subscribe is the first signal"
         try:
@@ -325,16 +332,27 @@ class BufferedSubscription(Subscription, Generic[T]):
 
         The caller set ``_running`` and ``_pending``. If the subscription
         closed since (a stale task claimed the pending flag and ran), there
-        is nothing to start. If the executor refuses, the subscription
-        closes and the subscriber is sent ``on_error`` with the executor's
-        exception, on this thread (after ``on_subscribe`` if that is due).
+        is nothing to start. If a task handed over earlier has not started
+        yet, it will claim the pending work, and no new task is handed
+        over. If the executor refuses, the subscription closes and the
+        subscriber is sent ``on_error`` with the executor's exception, on
+        this thread (after ``on_subscribe`` if that is due).
         """
-        execute = self._execute
-        if execute is None:
+        with self._lock:
+            execute = self._execute
+            if execute is None:
+                return
+            queued = self._queued
+            self._queued = True
+        if queued:
+            if self._waiting:
+                self._signal_waiter()
             return
         try:
             execute(self._run)
         except BaseException as exc:  # the executor refused the task
+            with self._lock:
+                self._queued = False
             if self.claim_pending():
                 with self._lock:
                     if not self._stop:
@@ -348,8 +366,13 @@ class BufferedSubscription(Subscription, Generic[T]):
             self._signal_waiter()
 
     def _run(self) -> None:
-        if self.claim_pending():
-            self.consume()
+        """The task handed to the executor: claim the pending work, if no thread did, and do it."""
+        with self._lock:
+            self._queued = False
+            if not self._pending:
+                return
+            self._pending = False
+        self.consume()
 
     # --- Consumer task ------------------------------------------------------
 

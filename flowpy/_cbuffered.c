@@ -38,6 +38,9 @@
 #ifndef Py_T_PYSSIZET
 #include "structmember.h"
 #define Py_T_PYSSIZET T_PYSSIZET
+#define Py_T_OBJECT_EX T_OBJECT_EX
+#define Py_T_ULONG T_ULONG
+#define Py_T_BOOL T_BOOL
 #define Py_T_LONGLONG T_LONGLONG
 #define Py_READONLY READONLY
 #endif
@@ -82,6 +85,7 @@ typedef struct {
     PyObject *execute;       /* hands a task to the executor; NULL once closed */
     char running;            /* a consumer task is pending or running; 1 forever once closed */
     char pending;            /* a task was handed to the executor and no thread has claimed it */
+    char queued;             /* a task handed to the executor has not started yet (see the reference) */
     char complete;           /* on_complete is due once the buffer is empty */
     char stop;               /* on_error or a silent cancel is due; buffered items are dropped */
     char closed;             /* terminal; set before the terminal signal is delivered */
@@ -458,6 +462,9 @@ static int
 start_signal(BufObject *self, PyObject *execute)
 {
     if (execute == NULL) {
+        if (self->execute != NULL && self->waiting) { /* a task is queued, and now has work */
+            return signal_waiter(self);
+        }
         return 0;
     }
     PyObject *r = NULL;
@@ -469,6 +476,7 @@ start_signal(BufObject *self, PyObject *execute)
     Py_XDECREF(run);
     Py_DECREF(execute);
     if (r == NULL) { /* the executor refused the task */
+        self->queued = 0;
         if (claim_pending(self)) {
             PyObject *old = NULL;
             if (!self->stop) {
@@ -496,13 +504,19 @@ start_signal(BufObject *self, PyObject *execute)
     return 0;
 }
 
-/* Set running and pending, and read the executor, in one section. */
+/* Set running and pending, in one section, and return the executor to hand
+   a task to (a new reference), or NULL: closed, or a task handed over
+   earlier has not started yet and will claim the pending work. */
 static inline PyObject *
 mark_started(BufObject *self)
 {
     self->running = 1;
     self->pending = 1;
-    return Py_XNewRef(self->execute);
+    if (self->execute == NULL || self->queued) {
+        return NULL;
+    }
+    self->queued = 1;
+    return Py_NewRef(self->execute);
 }
 
 /* --- The consumer task ------------------------------------------------------------ */
@@ -699,6 +713,7 @@ static PyObject *
 buf_run(PyObject *op, PyObject *Py_UNUSED(unused))
 {
     BufObject *self = (BufObject *)op;
+    self->queued = 0;
     if (claim_pending(self) && consume(self) < 0) {
         return NULL;
     }
@@ -852,26 +867,43 @@ buf_signal_complete(PyObject *op, PyObject *Py_UNUSED(unused))
     Py_RETURN_NONE;
 }
 
-/* The producer's fast path; the caller holds the publisher's lock. */
-static PyObject *
-buf_offer(PyObject *op, PyObject *item)
+/* Buffer `item`: the reference's offer. Returns the items now buffered, 0 if
+   full, -1 if closed, -2 with an exception set. The caller holds the
+   publisher's lock; starting the consumer task may call the executor. */
+static Py_ssize_t
+offer_item(BufObject *self, PyObject *item)
 {
-    BufObject *self = (BufObject *)op;
     Py_ssize_t n = self->count;
     if (n >= self->capacity) {
-        return PyLong_FromLong(self->closed ? -1 : 0);
+        return self->closed ? -1 : 0;
     }
     if (ring_reserve(self) < 0) {
-        return NULL;
+        return -2;
     }
     self->ring[(self->head + n) & (self->size - 1)] = Py_NewRef(item);
     self->count = n + 1;
     if (!self->running && self->demand) {
         if (start_signal(self, mark_started(self)) < 0) {
-            return NULL;
+            return -2;
         }
     }
-    return PyLong_FromSsize_t(n + 1);
+    return n + 1;
+}
+
+/* Whether offer_item would buffer `item` without calling any Python code:
+   there is room and no consumer task is due to start. */
+static inline int
+offer_is_plain(BufObject *self)
+{
+    return self->count < self->capacity && (self->running || !self->demand);
+}
+
+/* The producer's fast path; the caller holds the publisher's lock. */
+static PyObject *
+buf_offer(PyObject *op, PyObject *item)
+{
+    Py_ssize_t status = offer_item((BufObject *)op, item);
+    return status == -2 ? NULL : PyLong_FromSsize_t(status);
 }
 
 /* Buffer every item of a list (none is None) if all fit: the batch form of
@@ -1203,6 +1235,569 @@ static PyType_Spec buf_spec = {
     .slots = buf_slots,
 };
 
+/* --- The producer lock ------------------------------------------------------------------- */
+
+/*
+ * A re-entrant lock that threading.Condition accepts (acquire, release, the
+ * context manager, _is_owned, _release_save, _acquire_restore): the design
+ * of threading.RLock. `mutex` is held while the lock is owned; `owner` and
+ * `count` change only with the GIL held, in sections that call no Python
+ * code. It exists so that the compiled submit can read `owner`: a producer
+ * that finds the lock free (or its own) publishes an item that needs no
+ * Python code in one section, which no other thread can enter, without
+ * touching the mutex. A thread blocked on the mutex may hold it before it
+ * has the GIL to set `owner`; that thread runs nothing until then, so a
+ * section that sees `owner == 0` meanwhile still comes before its turn.
+ */
+typedef struct {
+    PyObject_HEAD
+    PyThread_type_lock mutex;
+    unsigned long owner; /* ident of the owning thread; 0 if free */
+    unsigned long count; /* how often the owner took it; 0 if free */
+    PyObject *weakreflist;
+} LockObject;
+
+static void lock_dealloc(PyObject *op);
+
+/* Whether `op` is a ProducerLock (of any instance of this module). */
+static inline int
+is_producer_lock(PyObject *op)
+{
+    return Py_TYPE(op)->tp_dealloc == lock_dealloc;
+}
+
+/* Take the lock if this thread owns it or the mutex is free now; 1 if taken,
+   0 if not, -1 (OverflowError) if the count would overflow. One section. */
+static int
+lock_try_enter(LockObject *self, unsigned long me)
+{
+    if (self->owner == me) {
+        if (self->count == ULONG_MAX) {
+            PyErr_SetString(PyExc_OverflowError, "ProducerLock count overflowed");
+            return -1;
+        }
+        self->count++;
+        return 1;
+    }
+    if (PyThread_acquire_lock(self->mutex, NOWAIT_LOCK)) {
+        self->owner = me;
+        self->count = 1;
+        return 1;
+    }
+    return 0;
+}
+
+/* Wait for the mutex with the GIL released. With `interruptible`, signal
+   handlers run between tries and what they raise is returned as -1;
+   otherwise the wait goes on through signals. Returns 0 once it is held. */
+static int
+mutex_wait(PyThread_type_lock mutex, int interruptible)
+{
+    for (;;) {
+        PyLockStatus r;
+        Py_BEGIN_ALLOW_THREADS
+        r = PyThread_acquire_lock_timed(mutex, -1, interruptible);
+        Py_END_ALLOW_THREADS
+        if (r == PY_LOCK_ACQUIRED) {
+            return 0;
+        }
+        if (r == PY_LOCK_INTR && Py_MakePendingCalls() < 0) {
+            return -1;
+        }
+    }
+}
+
+/* Give the lock up once; the caller owns it. One section. */
+static inline void
+lock_exit(LockObject *self)
+{
+    if (--self->count == 0) {
+        self->owner = 0;
+        PyThread_release_lock(self->mutex);
+    }
+}
+
+static PyObject *
+lock_acquire(PyObject *op, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+{
+    LockObject *self = (LockObject *)op;
+    PyObject *blocking_arg = nargs > 0 ? args[0] : NULL;
+    Py_ssize_t nkw = kwnames == NULL ? 0 : PyTuple_GET_SIZE(kwnames);
+    if (nargs + nkw > 1) {
+        PyErr_Format(PyExc_TypeError, "acquire() takes at most 1 argument, got %zd", nargs + nkw);
+        return NULL;
+    }
+    if (nkw == 1) {
+        PyObject *name = PyTuple_GET_ITEM(kwnames, 0);
+        if (!PyUnicode_Check(name) || PyUnicode_CompareWithASCIIString(name, "blocking") != 0) {
+            PyErr_Format(PyExc_TypeError, "acquire() got an unexpected keyword argument %R", name);
+            return NULL;
+        }
+        blocking_arg = args[0];
+    }
+    int blocking = 1;
+    if (blocking_arg != NULL) {
+        blocking = PyObject_IsTrue(blocking_arg);
+        if (blocking < 0) {
+            return NULL;
+        }
+    }
+    unsigned long me = PyThread_get_thread_ident();
+    int taken = lock_try_enter(self, me);
+    if (taken < 0) {
+        return NULL;
+    }
+    if (taken) {
+        Py_RETURN_TRUE;
+    }
+    if (!blocking) {
+        Py_RETURN_FALSE;
+    }
+    if (mutex_wait(self->mutex, 1) < 0) {
+        return NULL;
+    }
+    self->owner = me;
+    self->count = 1;
+    Py_RETURN_TRUE;
+}
+
+static PyObject *
+lock_enter(PyObject *op, PyObject *Py_UNUSED(unused))
+{
+    return lock_acquire(op, NULL, 0, NULL);
+}
+
+static PyObject *
+lock_release(PyObject *op, PyObject *Py_UNUSED(unused))
+{
+    LockObject *self = (LockObject *)op;
+    if (self->count == 0 || self->owner != PyThread_get_thread_ident()) {
+        PyErr_SetString(PyExc_RuntimeError, "cannot release un-acquired lock");
+        return NULL;
+    }
+    lock_exit(self);
+    Py_RETURN_NONE;
+}
+
+static PyObject *
+lock_exit_method(PyObject *op, PyObject *Py_UNUSED(args))
+{
+    return lock_release(op, NULL);
+}
+
+static PyObject *
+lock_is_owned(PyObject *op, PyObject *Py_UNUSED(unused))
+{
+    LockObject *self = (LockObject *)op;
+    return PyBool_FromLong(self->count > 0 && self->owner == PyThread_get_thread_ident());
+}
+
+/* For threading.Condition.wait: give the lock up entirely; return the state to restore. */
+static PyObject *
+lock_release_save(PyObject *op, PyObject *Py_UNUSED(unused))
+{
+    LockObject *self = (LockObject *)op;
+    if (self->count == 0 || self->owner != PyThread_get_thread_ident()) {
+        PyErr_SetString(PyExc_RuntimeError, "cannot release un-acquired lock");
+        return NULL;
+    }
+    PyObject *state = Py_BuildValue("(kk)", self->count, self->owner);
+    if (state == NULL) {
+        return NULL;
+    }
+    self->count = 0;
+    self->owner = 0;
+    PyThread_release_lock(self->mutex);
+    return state;
+}
+
+/* For threading.Condition.wait: take the lock again, through signals, and restore the state. */
+static PyObject *
+lock_acquire_restore(PyObject *op, PyObject *state)
+{
+    LockObject *self = (LockObject *)op;
+    unsigned long count, owner;
+    if (!PyTuple_Check(state)) {
+        PyErr_Format(PyExc_TypeError, "_acquire_restore() state must be a (count, owner) tuple, got %R", state);
+        return NULL;
+    }
+    if (!PyArg_ParseTuple(state, "kk:_acquire_restore", &count, &owner)) {
+        return NULL;
+    }
+    if (!PyThread_acquire_lock(self->mutex, NOWAIT_LOCK)) {
+        (void)mutex_wait(self->mutex, 0);
+    }
+    self->owner = owner;
+    self->count = count;
+    Py_RETURN_NONE;
+}
+
+static PyObject *
+lock_repr(PyObject *op)
+{
+    LockObject *self = (LockObject *)op;
+    return PyUnicode_FromFormat("<ProducerLock %s owner=%lu count=%lu>",
+                                self->count ? "locked" : "unlocked", self->owner, self->count);
+}
+
+static PyObject *
+lock_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
+{
+    if (PyTuple_GET_SIZE(args) != 0 || (kwargs != NULL && PyDict_GET_SIZE(kwargs) != 0)) {
+        PyErr_SetString(PyExc_TypeError, "ProducerLock() takes no arguments");
+        return NULL;
+    }
+    LockObject *self = (LockObject *)type->tp_alloc(type, 0);
+    if (self == NULL) {
+        return NULL;
+    }
+    self->mutex = PyThread_allocate_lock();
+    if (self->mutex == NULL) {
+        Py_DECREF(self);
+        PyErr_SetString(PyExc_MemoryError, "cannot allocate lock");
+        return NULL;
+    }
+    return (PyObject *)self;
+}
+
+static void
+lock_dealloc(PyObject *op)
+{
+    LockObject *self = (LockObject *)op;
+    PyTypeObject *type = Py_TYPE(op);
+    if (self->weakreflist != NULL) {
+        PyObject_ClearWeakRefs(op);
+    }
+    if (self->mutex != NULL) {
+        if (self->count > 0) {
+            PyThread_release_lock(self->mutex);
+        }
+        PyThread_free_lock(self->mutex);
+    }
+    type->tp_free(op);
+    Py_DECREF(type);
+}
+
+static PyMethodDef lock_methods[] = {
+    {"acquire", (PyCFunction)(void (*)(void))lock_acquire, METH_FASTCALL | METH_KEYWORDS,
+     PyDoc_STR("acquire(blocking=True) -> bool\n--\n\nTake the lock, again if this thread holds it; "
+               "without blocking, return False if another thread holds it.")},
+    {"release", lock_release, METH_NOARGS,
+     PyDoc_STR("Give the lock up once; RuntimeError if this thread does not hold it.")},
+    {"__enter__", lock_enter, METH_NOARGS, PyDoc_STR("acquire()")},
+    {"__exit__", lock_exit_method, METH_VARARGS, PyDoc_STR("release()")},
+    {"_is_owned", lock_is_owned, METH_NOARGS, PyDoc_STR("Whether this thread holds the lock.")},
+    {"_release_save", lock_release_save, METH_NOARGS,
+     PyDoc_STR("For threading.Condition: give the lock up entirely; return the state to restore.")},
+    {"_acquire_restore", lock_acquire_restore, METH_O,
+     PyDoc_STR("For threading.Condition: take the lock again and restore a saved state.")},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyMemberDef lock_members[] = {
+    {"__weaklistoffset__", Py_T_PYSSIZET, offsetof(LockObject, weakreflist), Py_READONLY, NULL},
+    {NULL, 0, 0, 0, NULL},
+};
+
+PyDoc_STRVAR(lock_doc,
+"ProducerLock()\n"
+"--\n\n"
+"The re-entrant lock that serialises a SubmissionPublisher's producers.\n\n"
+"Behaves as threading.RLock for acquire(blocking=True), release(), the\n"
+"with-statement and threading.Condition; the compiled submit reads its owner\n"
+"to publish without taking it when no Python code needs to run.");
+
+static PyType_Slot lock_slots[] = {
+    {Py_tp_doc, (void *)lock_doc},
+    {Py_tp_new, lock_new},
+    {Py_tp_dealloc, lock_dealloc},
+    {Py_tp_repr, lock_repr},
+    {Py_tp_methods, lock_methods},
+    {Py_tp_members, lock_members},
+    {0, NULL},
+};
+
+static PyType_Spec lock_spec = {
+    .name = "flowpy._cbuffered.ProducerLock",
+    .basicsize = sizeof(LockObject),
+    .itemsize = 0,
+    .flags = Py_TPFLAGS_DEFAULT
+#ifdef Py_TPFLAGS_IMMUTABLETYPE
+             | Py_TPFLAGS_IMMUTABLETYPE
+#endif
+    ,
+    .slots = lock_slots,
+};
+
+/* --- The publisher core -------------------------------------------------------------------- */
+
+/*
+ * The state of flowpy.submission.SubmissionPublisher that submit reads, as
+ * slots of a base class, and the compiled submit. SubmissionPublisher stays
+ * Python: every other method, and every slow path of submit, is its code.
+ * submit here is the reference's submit and _publish_locked for the cases
+ * that need no waiting, and calls the reference's methods (_publish,
+ * _publish_locked, _live, _retry) for everything else, exactly where the
+ * reference would take those paths.
+ */
+typedef struct {
+    PyObject_HEAD
+    PyObject *lock;          /* _lock: the producer lock; NULL before __init__ */
+    PyObject *subscriptions; /* _subscriptions: a tuple, replaced, never mutated */
+    unsigned long blocked;   /* _blocked: ident of the producer waiting for space; 0 if none */
+    char closed;             /* _closed */
+} CoreObject;
+
+static inline int
+is_buffered(PyObject *op)
+{
+    return Py_TYPE(op)->tp_dealloc == buf_dealloc;
+}
+
+/* The general path, all in Python: self._publish(item, None, None). */
+static PyObject *
+core_publish_python(PyObject *self, PyObject *item)
+{
+    return PyObject_CallMethod(self, "_publish", "OOO", item, Py_None, Py_None);
+}
+
+/* The reference's _publish_locked(item, None, None); the caller holds the lock. */
+static PyObject *
+core_publish_locked(CoreObject *self, PyObject *item)
+{
+    PyObject *subscriptions = Py_XNewRef(self->subscriptions);
+    if (self->blocked || subscriptions == NULL || !PyTuple_CheckExact(subscriptions)
+        || PyTuple_GET_SIZE(subscriptions) == 0) {
+        Py_XDECREF(subscriptions);
+        return PyObject_CallMethod((PyObject *)self, "_publish_locked", "OOO", item, Py_None, Py_None);
+    }
+    PyObject *saturated = NULL;
+    PyObject *result = NULL;
+    Py_ssize_t lag = 0;
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(subscriptions); i++) {
+        PyObject *subscription = PyTuple_GET_ITEM(subscriptions, i);
+        Py_ssize_t status;
+        if (is_buffered(subscription)) {
+            status = offer_item((BufObject *)subscription, item);
+            if (status == -2) {
+                goto done;
+            }
+        }
+        else { /* a subscription made while the pure-Python core was selected */
+            PyObject *r = PyObject_CallMethod(subscription, "offer", "O", item);
+            if (r == NULL) {
+                goto done;
+            }
+            status = PyLong_AsSsize_t(r);
+            Py_DECREF(r);
+            if (status == -1 && PyErr_Occurred()) {
+                goto done;
+            }
+        }
+        if (status > lag) {
+            lag = status;
+        }
+        else if (status == 0) {
+            if (saturated == NULL) {
+                saturated = PyList_New(0);
+                if (saturated == NULL) {
+                    goto done;
+                }
+            }
+            if (PyList_Append(saturated, subscription) < 0) {
+                goto done;
+            }
+        }
+        else if (status < 0) {
+            PyObject *live = PyObject_CallMethod((PyObject *)self, "_live", NULL);
+            if (live == NULL) {
+                goto done;
+            }
+            PyObject *old = self->subscriptions;
+            self->subscriptions = live;
+            Py_XDECREF(old);
+        }
+    }
+    if (saturated != NULL) {
+        result = PyObject_CallMethod((PyObject *)self, "_retry", "OOnOO", item, saturated, lag, Py_None, Py_None);
+    }
+    else {
+        result = PyLong_FromSsize_t(lag);
+    }
+done:
+    Py_XDECREF(saturated);
+    Py_DECREF(subscriptions);
+    return result;
+}
+
+static PyObject *
+core_submit(PyObject *op, PyObject *item)
+{
+    CoreObject *self = (CoreObject *)op;
+    if (item == Py_None) {
+        PyErr_SetString(PyExc_TypeError, "item must not be None (rule 2.13)");
+        return NULL;
+    }
+    PyObject *lock = self->lock;
+    if (lock == NULL || !is_producer_lock(lock)) { /* made while the pure-Python core was selected */
+        return core_publish_python(op, item);
+    }
+    LockObject *producer_lock = (LockObject *)lock;
+    unsigned long me = PyThread_get_thread_ident();
+    if (producer_lock->owner != 0 && producer_lock->owner != me) {
+        return core_publish_python(op, item); /* contended: the reference yields, then blocks */
+    }
+    /* The fast path, one section: no producer holds the lock but this
+       thread, none waits for space, and every subscription takes the item
+       without starting a task. Then the item is appended to each buffer
+       with no Python code run, which is as if the lock had been taken. */
+    PyObject *subscriptions = self->subscriptions;
+    if (!self->blocked && subscriptions != NULL && PyTuple_CheckExact(subscriptions)) {
+        Py_ssize_t n = PyTuple_GET_SIZE(subscriptions), i;
+        for (i = 0; i < n; i++) {
+            PyObject *subscription = PyTuple_GET_ITEM(subscriptions, i);
+            if (!is_buffered(subscription) || !offer_is_plain((BufObject *)subscription)) {
+                break;
+            }
+            if (ring_reserve((BufObject *)subscription) < 0) {
+                return NULL; /* nothing was buffered yet */
+            }
+        }
+        if (n > 0 && i == n) {
+            Py_ssize_t lag = 0;
+            for (i = 0; i < n; i++) {
+                BufObject *buffered = (BufObject *)PyTuple_GET_ITEM(subscriptions, i);
+                buffered->ring[(buffered->head + buffered->count) & (buffered->size - 1)] = Py_NewRef(item);
+                if (++buffered->count > lag) {
+                    lag = buffered->count;
+                }
+            }
+            return PyLong_FromSsize_t(lag);
+        }
+    }
+    int taken = lock_try_enter(producer_lock, me);
+    if (taken <= 0) { /* a waiting thread took the mutex, and has yet to set owner */
+        return taken < 0 ? NULL : core_publish_python(op, item);
+    }
+    PyObject *result = core_publish_locked(self, item);
+    lock_exit(producer_lock);
+    return result;
+}
+
+static PyObject *
+core_new(PyTypeObject *type, PyObject *Py_UNUSED(args), PyObject *Py_UNUSED(kwargs))
+{
+    CoreObject *self = (CoreObject *)type->tp_alloc(type, 0);
+    if (self == NULL) {
+        return NULL;
+    }
+    self->subscriptions = PyTuple_New(0);
+    if (self->subscriptions == NULL) {
+        Py_DECREF(self);
+        return NULL;
+    }
+    return (PyObject *)self;
+}
+
+static int
+core_traverse(PyObject *op, visitproc visit, void *arg)
+{
+    CoreObject *self = (CoreObject *)op;
+    Py_VISIT(Py_TYPE(op));
+    Py_VISIT(self->lock);
+    Py_VISIT(self->subscriptions);
+    return 0;
+}
+
+static int
+core_clear(PyObject *op)
+{
+    CoreObject *self = (CoreObject *)op;
+    Py_CLEAR(self->lock);
+    Py_CLEAR(self->subscriptions);
+    return 0;
+}
+
+static void
+core_dealloc(PyObject *op)
+{
+    PyTypeObject *type = Py_TYPE(op);
+    PyObject_GC_UnTrack(op);
+    (void)core_clear(op);
+    type->tp_free(op);
+    Py_DECREF(type);
+}
+
+static PyMethodDef core_methods[] = {
+    {"submit", core_submit, METH_O,
+     PyDoc_STR("submit(item) -> int\n--\n\nThe compiled SubmissionPublisher.submit; see the reference.")},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyMemberDef core_members[] = {
+    {"_lock", Py_T_OBJECT_EX, offsetof(CoreObject, lock), 0,
+     PyDoc_STR("The producer lock, held for a whole submit or offer.")},
+    {"_subscriptions", Py_T_OBJECT_EX, offsetof(CoreObject, subscriptions), 0,
+     PyDoc_STR("The open subscriptions: a tuple, replaced, never mutated.")},
+    {"_blocked", Py_T_ULONG, offsetof(CoreObject, blocked), 0,
+     PyDoc_STR("Ident of the producer waiting for space, holding the turn; 0 if none.")},
+    {"_closed", Py_T_BOOL, offsetof(CoreObject, closed), 0,
+     PyDoc_STR("Whether close or close_exceptionally was called.")},
+    {NULL, 0, 0, 0, NULL},
+};
+
+PyDoc_STRVAR(core_doc,
+"PublisherCore()\n"
+"--\n\n"
+"The base of SubmissionPublisher when the compiled core is built: the state\n"
+"submit reads, as slots, and the compiled submit.");
+
+static PyType_Slot core_slots[] = {
+    {Py_tp_doc, (void *)core_doc},
+    {Py_tp_new, core_new},
+    {Py_tp_dealloc, core_dealloc},
+    {Py_tp_traverse, core_traverse},
+    {Py_tp_clear, core_clear},
+    {Py_tp_methods, core_methods},
+    {Py_tp_members, core_members},
+    {0, NULL},
+};
+
+static PyType_Spec core_spec = {
+    .name = "flowpy._cbuffered.PublisherCore",
+    .basicsize = sizeof(CoreObject),
+    .itemsize = 0,
+    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC
+#ifdef Py_TPFLAGS_IMMUTABLETYPE
+             | Py_TPFLAGS_IMMUTABLETYPE
+#endif
+    ,
+    .slots = core_slots,
+};
+
+/* --- first_none ------------------------------------------------------------------------- */
+
+static PyObject *
+first_none(PyObject *Py_UNUSED(module), PyObject *items)
+{
+    if (!PyList_CheckExact(items)) {
+        PyErr_Format(PyExc_TypeError, "items must be a list, got %R", items);
+        return NULL;
+    }
+    Py_ssize_t n = PyList_GET_SIZE(items), i = 0;
+    while (i < n && PyList_GET_ITEM(items, i) != Py_None) {
+        i++;
+    }
+    return PyLong_FromSsize_t(i);
+}
+
+static PyMethodDef cbuffered_functions[] = {
+    {"first_none", first_none, METH_O,
+     PyDoc_STR("first_none(items) -> int\n--\n\nThe index of the first None in a list "
+               "(by identity), or its length.")},
+    {NULL, NULL, 0, NULL},
+};
+
 /* --- The module ------------------------------------------------------------------------- */
 
 static int
@@ -1231,6 +1826,24 @@ cbuffered_exec(PyObject *module)
         return -1;
     }
     if (PyModule_AddObjectRef(module, "BufferedSubscription", st->type) < 0) {
+        return -1;
+    }
+    PyObject *lock_type = PyType_FromModuleAndSpec(module, &lock_spec, NULL);
+    if (lock_type == NULL) {
+        return -1;
+    }
+    int added_lock = PyModule_AddObjectRef(module, "ProducerLock", lock_type);
+    Py_DECREF(lock_type);
+    if (added_lock < 0) {
+        return -1;
+    }
+    PyObject *core_type = PyType_FromModuleAndSpec(module, &core_spec, NULL);
+    if (core_type == NULL) {
+        return -1;
+    }
+    int added_core = PyModule_AddObjectRef(module, "PublisherCore", core_type);
+    Py_DECREF(core_type);
+    if (added_core < 0) {
         return -1;
     }
     PyObject *max_demand = PyLong_FromLongLong(MAX_DEMAND);
@@ -1291,6 +1904,7 @@ static struct PyModuleDef cbuffered_module = {
     .m_name = "flowpy._cbuffered",
     .m_doc = cbuffered_doc,
     .m_size = sizeof(module_state),
+    .m_methods = cbuffered_functions,
     .m_slots = cbuffered_slots,
     .m_traverse = cbuffered_traverse,
     .m_clear = cbuffered_clear,

@@ -38,14 +38,15 @@ from threading import get_ident
 from time import monotonic as _monotonic
 from time import sleep as _sleep
 from types import TracebackType
-from typing import Final, Generic, TypeVar
+from typing import Any, Final, Generic, TypeVar, cast
 
+from flowpy import _impl
 from flowpy._buffered import Handler
 from flowpy._checks import none_error, require, require_callable_or_none, require_positive_int, require_subscriber
 from flowpy._consumer import subscribe_future
 from flowpy._context import capture
 from flowpy._exit import track
-from flowpy._impl import BufferedSubscription
+from flowpy._impl import BufferedSubscription, PublisherCore
 from flowpy.errors import ClosedPublisherError, DuplicateSubscriptionError, ReentrantSubmitError
 from flowpy.executors import DEFAULT, Default, Executor, default_executor, resolve_execute
 from flowpy.flow import Publisher, Subscriber, default_buffer_size
@@ -79,6 +80,14 @@ DropHandler = Callable[[Subscriber[T], T], bool]
 # buffer whose subscriber it is inside of (direct_executor, or a task it runs
 # while blocked), or the turn of its own blocked outer submit. Those raise
 # ReentrantSubmitError instead; the checks are on the slow path only.
+#
+# With the compiled core, the base class PublisherCore (flowpy/_cbuffered.c)
+# holds _lock, _subscriptions, _blocked and _closed in slots, and submit is
+# its C method (select_core, at the end): it publishes an item that needs no
+# Python code (every buffer has room, no task to start) without taking the
+# lock, offers to each subscription from C otherwise, and calls this class's
+# _publish, _publish_locked, _live and _retry exactly where submit and
+# _publish_locked below take those paths. The submit below is the reference.
 
 
 _CONTENDED_YIELDS: Final = 16
@@ -92,7 +101,7 @@ def _round_capacity(capacity: int) -> int:
     return 1 << (capacity - 1).bit_length() if capacity > 1 else 1
 
 
-class SubmissionPublisher(Publisher[T], Generic[T]):
+class SubmissionPublisher(PublisherCore, Publisher[T], Generic[T]):
     """A publisher that buffers each subscriber's items and delivers them on an executor.
 
     Args:
@@ -128,7 +137,9 @@ class SubmissionPublisher(Publisher[T], Generic[T]):
         # --- Guarded by self._lock ----------------------------------------
         # Held by a producer for its whole submit/offer; re-entrant, because
         # with a direct executor on_next runs inside submit and may submit.
-        self._lock = threading.RLock()
+        # A threading.RLock with the pure-Python core, the compiled
+        # ProducerLock (the same interface) with the compiled one.
+        self._lock = _new_producer_lock()
         # Notified when a producer waiting for space in some subscription
         # may go on: a slot was freed, it closed, a task became claimable,
         # or this publisher closed.
@@ -247,8 +258,7 @@ class SubmissionPublisher(Publisher[T], Generic[T]):
             chunk = list(islice(iterator, size))  # read outside the lock: the iterable is user code
             if not chunk:
                 return submitted
-            # Up to the first None, which then raises as submit(None) would.
-            end = next(compress(count(), map(is_, chunk, repeat(None))), len(chunk))
+            end = _first_none(chunk)  # up to it; it then raises as submit(None) would
             if not lock.acquire(False):
                 self._acquire_contended()
             try:
@@ -631,3 +641,50 @@ def _operation(timeout: float | None) -> str:
 
 def _none() -> None:
     return None
+
+
+def _first_none_python(items: list[T]) -> int:
+    """The index of the first ``None`` in ``items`` (by identity, calling no ``__eq__``), or its length."""
+    return next(compress(count(), map(is_, items, repeat(None))), len(items))
+
+
+_REFERENCE_SUBMIT: Final = SubmissionPublisher.submit
+_first_none: Callable[[list[Any]], int] = _first_none_python
+_core = "python"
+_new_producer_lock: Callable[[], threading.RLock] = threading.RLock
+
+
+def select_core(name: str) -> None:
+    """Use the producer path of core ``name`` (``"c"`` or ``"python"``) from now on.
+
+    ``submit`` is switched for every publisher; publishers built from now on
+    get that core's producer lock. The subscriptions are chosen by
+    ``BufferedSubscription`` here. Called once at import and by
+    :func:`flowpy._impl.using`.
+    """
+    global _core, _new_producer_lock, _first_none, BufferedSubscription
+    if (
+        name == "c"
+        and _impl.CPublisherCore is not None
+        and _impl.CProducerLock is not None
+        and _impl.c_first_none is not None
+    ):
+        setattr(SubmissionPublisher, "submit", _impl.CPublisherCore.__dict__["submit"])  # noqa: B010
+        _new_producer_lock = _impl.CProducerLock
+        _first_none = _impl.c_first_none
+        BufferedSubscription = cast(Any, _impl.CBufferedSubscription)  # the same interface as the reference
+        _core = "c"
+    else:
+        setattr(SubmissionPublisher, "submit", _REFERENCE_SUBMIT)  # noqa: B010
+        _new_producer_lock = threading.RLock
+        _first_none = _first_none_python
+        BufferedSubscription = _impl.PythonBufferedSubscription
+        _core = "python"
+
+
+def core_name() -> str:
+    """The core that :func:`select_core` chose last."""
+    return _core
+
+
+select_core(_impl.implementation)

@@ -66,6 +66,30 @@ def test_flowpy_no_extensions_forces_pure_python_at_import(value: str) -> None:
     assert run_python(code, FLOWPY_NO_EXTENSIONS=value) == "python flowpy._buffered False"
 
 
+def test_without_the_compiled_core_the_publisher_is_all_python() -> None:
+    code = (
+        "import threading, flowpy.submission as s; "
+        "p = s.SubmissionPublisher(lambda task: None); "
+        "print(s.SubmissionPublisher.__mro__[1].__name__, s.SubmissionPublisher.submit.__module__, "
+        "type(p._lock) is type(threading.RLock()), s.core_name())"
+    )
+    assert run_python(code, FLOWPY_NO_EXTENSIONS="1") == "PythonPublisherCore flowpy.submission True python"
+
+
+@pytest.mark.skipif(_impl.CBufferedSubscription is None, reason="compiled core not built")
+def test_using_switches_the_submit_the_lock_and_the_subscriptions_and_restores_them() -> None:
+    assert flowpy.submission.core_name() == "c"
+    with _impl.using("python"):
+        assert flowpy.submission.core_name() == "python"
+        assert flowpy.submission.SubmissionPublisher.submit.__module__ == "flowpy.submission"
+        publisher = flowpy.submission.SubmissionPublisher(ManualExecutor())
+        assert type(publisher._lock) is not _impl.CProducerLock
+        assert flowpy.submission.BufferedSubscription is _impl.PythonBufferedSubscription
+    assert flowpy.submission.core_name() == "c"
+    assert flowpy.submission.SubmissionPublisher.submit is _impl.CPublisherCore.__dict__["submit"]  # type: ignore[union-attr]
+    assert flowpy.submission.BufferedSubscription is _impl.CBufferedSubscription
+
+
 @pytest.mark.skipif(_impl.CBufferedSubscription is None, reason="compiled core not built")
 @pytest.mark.parametrize("value", ["", "0"])
 def test_flowpy_no_extensions_empty_or_zero_keeps_the_compiled_core(value: str) -> None:

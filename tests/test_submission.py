@@ -253,6 +253,35 @@ def test_producers_start_one_task_not_one_per_item() -> None:
     assert len(executor.tasks) == 1
 
 
+def test_a_task_still_queued_takes_the_next_batch_instead_of_a_new_task() -> None:
+    # A producer blocked for space runs the queued task's work inline, so the
+    # task itself stays queued, stale. When the consumer must start again,
+    # that task (not yet begun) will claim the work: no second task is
+    # handed over, and no pool thread is woken for nothing per batch.
+    publisher, executor = manual(capacity=4)
+    recorder = Recorder(initial=MAX)
+    publisher.subscribe(recorder)
+    executor.run_all()
+    (subscription,) = publisher._subscriptions
+    publisher.submit(0)
+    assert len(executor.tasks) == 1
+    assert subscription.claim_pending()
+    subscription.consume()  # the blocked producer's inline run
+    assert recorder.items == [0]
+    publisher.submit(1)  # the consumer starts again: the stale task will do it
+    publisher.submit(2)
+    assert len(executor.tasks) == 1
+    executor.run_all()
+    assert recorder.items == [0, 1, 2]
+    publisher.submit(3)  # the stale task has run: a new one is handed over
+    assert len(executor.tasks) == 1
+    executor.run_all()
+    assert recorder.items == [0, 1, 2, 3]
+    publisher.close()
+    executor.run_all()
+    assert recorder.completed
+
+
 @pytest.mark.timeout(30)
 def test_submit_blocks_while_a_buffer_is_full_until_consumed() -> None:
     publisher, executor = manual(capacity=2)

@@ -1,0 +1,423 @@
+"""The compiled producer path: ProducerLock, PublisherCore.submit and first_none, error paths included.
+
+These parts exist only in flowpy/_cbuffered.c; the behaviour they share with
+the pure-Python reference is tested for both cores by the core modules
+(tests/core_impl.py). Here: the lock's own contract, and the paths where the
+compiled submit hands over to the reference's Python methods.
+"""
+
+from __future__ import annotations
+
+import signal
+import sys
+import threading
+import weakref
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from flowpy import _impl
+from flowpy.submission import SubmissionPublisher, core_name
+from tests.support import ManualExecutor, Recorder
+
+pytestmark = pytest.mark.skipif(_impl.CProducerLock is None, reason="compiled core not built")
+
+MAX = 2**63 - 1
+
+
+@pytest.fixture
+def lock() -> Any:
+    assert _impl.CProducerLock is not None
+    return _impl.CProducerLock()
+
+
+@pytest.fixture
+def compiled() -> Iterator[None]:
+    with _impl.using("c"):
+        yield
+
+
+def in_thread(fn: Any) -> Any:
+    """Run ``fn`` on another thread and return its result, or the exception it raised."""
+    result: list[Any] = []
+
+    def run() -> None:
+        try:
+            result.append(fn())
+        except Exception as exc:
+            result.append(exc)
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    thread.join(10)
+    assert not thread.is_alive()
+    return result[0]
+
+
+# --- ProducerLock ---------------------------------------------------------------------------
+
+
+def test_lock_is_reentrant_and_owned_by_one_thread(lock: Any) -> None:
+    assert lock.acquire() is True
+    assert lock.acquire(False) is True
+    assert lock._is_owned()
+    assert in_thread(lambda: lock.acquire(False)) is False
+    assert in_thread(lambda: lock.acquire(blocking=False)) is False
+    assert in_thread(lock._is_owned) is False
+    lock.release()
+    assert in_thread(lambda: lock.acquire(False)) is False  # still held once
+    lock.release()
+    assert not lock._is_owned()
+    assert in_thread(lambda: lock.acquire(False)) is True  # that thread ends holding it
+    assert lock.acquire(False) is False
+
+
+def test_lock_as_a_context_manager(lock: Any) -> None:
+    with lock as taken:
+        assert taken is True and lock._is_owned()
+        with lock:
+            assert lock._is_owned()
+        assert lock._is_owned()
+    assert not lock._is_owned()
+
+
+def test_releasing_an_unheld_lock_is_runtime_error(lock: Any) -> None:
+    with pytest.raises(RuntimeError, match=r"^cannot release un-acquired lock$"):
+        lock.release()
+    with pytest.raises(RuntimeError, match=r"^cannot release un-acquired lock$"):
+        lock._release_save()
+    lock.acquire()
+    raised = in_thread(lock.release)
+    assert isinstance(raised, RuntimeError) and str(raised) == "cannot release un-acquired lock"
+    lock.release()
+
+
+@pytest.mark.parametrize(
+    ("args", "kwargs", "message"),
+    [
+        ((True, 1), {}, r"^acquire\(\) takes at most 1 argument, got 2$"),
+        ((), {"timeout": 1}, r"^acquire\(\) got an unexpected keyword argument 'timeout'$"),
+        ((True,), {"blocking": True}, r"^acquire\(\) takes at most 1 argument, got 2$"),
+    ],
+)
+def test_lock_acquire_arguments_are_checked(lock: Any, args: Any, kwargs: Any, message: str) -> None:
+    with pytest.raises(TypeError, match=message):
+        lock.acquire(*args, **kwargs)
+    assert not lock._is_owned()
+
+
+def test_lock_acquire_propagates_what_the_truth_test_of_blocking_raises(lock: Any) -> None:
+    class Ambiguous:
+        def __bool__(self) -> bool:
+            raise ValueError("no truth")
+
+    with pytest.raises(ValueError, match=r"^no truth$"):
+        lock.acquire(Ambiguous())
+    assert not lock._is_owned()
+
+
+def test_lock_takes_no_constructor_arguments() -> None:
+    assert _impl.CProducerLock is not None
+    with pytest.raises(TypeError, match=r"^ProducerLock\(\) takes no arguments$"):
+        _impl.CProducerLock(1)
+    with pytest.raises(TypeError, match=r"^ProducerLock\(\) takes no arguments$"):
+        _impl.CProducerLock(blocking=True)
+
+
+def test_lock_acquire_restore_checks_the_state(lock: Any) -> None:
+    with pytest.raises(TypeError, match=r"^_acquire_restore\(\) state must be a \(count, owner\) tuple, got 5$"):
+        lock._acquire_restore(5)
+    with pytest.raises(TypeError):
+        lock._acquire_restore(("1", 2))
+    with pytest.raises(TypeError):
+        lock._acquire_restore((1,))
+    assert not lock._is_owned()
+
+
+def test_condition_over_the_lock_waits_and_restores_the_reentrant_count(lock: Any) -> None:
+    condition = threading.Condition(lock)
+    ready: list[int] = []
+
+    def notify() -> None:
+        with condition:
+            ready.append(1)
+            condition.notify_all()
+
+    with condition:
+        lock.acquire()  # held twice
+        thread = threading.Thread(target=notify)
+        thread.start()
+        assert condition.wait_for(lambda: ready, timeout=10)
+        assert lock._is_owned()
+        lock.release()  # the second hold came back with the wait
+        assert lock._is_owned()
+    thread.join(10)
+    assert not lock._is_owned()
+    with pytest.raises(RuntimeError, match=r"^cannot release un-acquired lock$"):
+        lock.release()
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="SIGALRM is POSIX")
+@pytest.mark.timeout(30)
+def test_a_blocked_acquire_runs_signal_handlers_and_propagates_what_they_raise(lock: Any) -> None:
+    class Interrupted(Exception):
+        pass
+
+    held = threading.Event()
+    release = threading.Event()
+
+    def holder() -> None:
+        lock.acquire()
+        held.set()
+        release.wait(20)
+        lock.release()
+
+    thread = threading.Thread(target=holder)
+    thread.start()
+    assert held.wait(10)
+    calls: list[int] = []
+
+    def quiet(signum: int, frame: Any) -> None:
+        calls.append(signum)
+        if len(calls) == 1:
+            signal.setitimer(signal.ITIMER_REAL, 0.02)  # once more, to raise
+        else:
+            raise Interrupted()
+
+    previous = signal.signal(signal.SIGALRM, quiet)
+    try:
+        signal.setitimer(signal.ITIMER_REAL, 0.02)
+        with pytest.raises(Interrupted):
+            lock.acquire()  # the first handler returns and the wait goes on; the second raises
+        assert len(calls) == 2 and not lock._is_owned()
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+        release.set()
+        thread.join(10)
+    assert lock.acquire(False) is True
+    lock.release()
+
+
+def test_lock_repr_and_weak_reference(lock: Any) -> None:
+    assert repr(lock) == "<ProducerLock unlocked owner=0 count=0>"
+    with lock:
+        assert repr(lock) == f"<ProducerLock locked owner={threading.get_ident()} count=1>"
+    assert weakref.ref(lock)() is lock
+
+
+# --- PublisherCore.submit --------------------------------------------------------------------
+
+
+def test_a_compiled_publisher_has_the_compiled_lock_and_submit(compiled: None) -> None:
+    assert core_name() == "c"
+    publisher: SubmissionPublisher[int] = SubmissionPublisher(ManualExecutor())
+    assert type(publisher._lock) is _impl.CProducerLock
+    assert isinstance(publisher, _impl.CPublisherCore)
+    assert type(publisher).submit is _impl.CPublisherCore.__dict__["submit"]
+
+
+def test_lock_free_submit_fills_every_buffer_and_returns_the_largest_lag(compiled: None) -> None:
+    executor = ManualExecutor()
+    publisher: SubmissionPublisher[int] = SubmissionPublisher(executor, 8)
+    first, second = Recorder(), Recorder()
+    publisher.subscribe(first)
+    publisher.subscribe(second)
+    executor.run_all()
+    second.subscription.request(1)  # type: ignore[union-attr]
+    executor.run_all()
+    assert [publisher.submit(i) for i in range(3)] == [1, 2, 3]  # first: no demand, nothing starts
+    assert len(executor.tasks) == 1  # second's, started by item 0; items 1 and 2 took no lock
+    executor.run_all()
+    assert second.items == [0]
+    first.subscription.request(MAX)  # type: ignore[union-attr]
+    executor.run_all()
+    assert first.items == [0, 1, 2]
+    publisher.close()
+
+
+def test_publishers_and_subscriptions_of_either_core_work_under_the_other() -> None:
+    with _impl.using("python"):
+        executor = ManualExecutor()
+        python_made: SubmissionPublisher[int] = SubmissionPublisher(executor)
+        early = Recorder(initial=MAX)
+        python_made.subscribe(early)
+    with _impl.using("c"):
+        late = Recorder(initial=MAX)
+        python_made.subscribe(late)  # a compiled subscription beside a Python one
+        compiled_made: SubmissionPublisher[int] = SubmissionPublisher(executor)
+        compiled_made.subscribe(Recorder(initial=MAX))
+        executor.run_all()
+        assert python_made.submit(1) == 1  # the compiled submit over a threading.RLock: the Python path
+        executor.run_all()
+    with _impl.using("python"):
+        assert compiled_made.submit(2) == 1  # the reference submit over the compiled lock
+        assert python_made.submit(3) == 1
+    with _impl.using("c"):
+        publisher: SubmissionPublisher[int] = SubmissionPublisher(executor)
+        mixed = Recorder(initial=MAX)
+    with _impl.using("python"):
+        publisher.subscribe(mixed)  # a Python subscription in a compiled publisher
+    with _impl.using("c"):
+        executor.run_all()
+        assert publisher.submit(4) == 1  # offered through its Python offer()
+        executor.run_all()
+    assert early.items == late.items == [1, 3]
+    assert mixed.items == [4]
+    for each in (python_made, compiled_made, publisher):
+        each.close()
+    executor.run_all()
+    assert early.completed and late.completed and mixed.completed
+
+
+class Subscription:
+    """A stand-in subscription in the publisher's tuple: ``offer`` returns or raises ``outcome``."""
+
+    is_closed = False
+
+    def __init__(self, outcome: Any) -> None:
+        self.outcome = outcome
+
+    def offer(self, item: Any) -> Any:
+        if isinstance(self.outcome, BaseException):
+            raise self.outcome
+        return self.outcome
+
+
+def assert_lock_free(publisher: SubmissionPublisher[Any]) -> None:
+    lock: Any = publisher._lock
+    assert not lock._is_owned()
+    assert in_thread(lambda: publisher._lock.acquire(False)) is True  # that thread ends holding it
+
+
+@pytest.mark.parametrize(
+    ("outcome", "error", "message"),
+    [
+        (RuntimeError("offer failed"), RuntimeError, r"^offer failed$"),
+        ("one", TypeError, r"integer"),
+        (2**70, OverflowError, r"too large"),
+    ],
+)
+def test_a_failing_offer_propagates_and_releases_the_lock(
+    compiled: None, outcome: Any, error: type[BaseException], message: str
+) -> None:
+    publisher: SubmissionPublisher[int] = SubmissionPublisher(ManualExecutor())
+    publisher._subscriptions = (Subscription(outcome),)  # type: ignore[assignment]
+    with pytest.raises(error, match=message):
+        publisher.submit(1)
+    assert_lock_free(publisher)
+
+
+def test_a_failing_prune_of_a_closed_subscription_propagates_and_releases_the_lock(compiled: None) -> None:
+    publisher: SubmissionPublisher[int] = SubmissionPublisher(ManualExecutor())
+    publisher._subscriptions = (Subscription(-1),)  # type: ignore[assignment]
+
+    def live() -> Any:
+        raise RuntimeError("no pruning")
+
+    publisher._live = live  # type: ignore[method-assign]
+    with pytest.raises(RuntimeError, match=r"^no pruning$"):
+        publisher.submit(1)
+    assert_lock_free(publisher)
+
+
+def test_a_closed_subscription_is_pruned_and_the_item_goes_to_the_rest(compiled: None) -> None:
+    executor = ManualExecutor()
+    publisher: SubmissionPublisher[int] = SubmissionPublisher(executor)
+    staying, leaving = Recorder(initial=MAX), Recorder(initial=MAX)
+    publisher.subscribe(staying)
+    publisher.subscribe(leaving)
+    executor.run_all()
+    leaving.subscription.cancel()  # type: ignore[union-attr]
+    executor.run_all()
+    assert len(publisher._subscriptions) == 2  # closed, not pruned yet
+    assert publisher.submit(1) == 1
+    assert len(publisher._subscriptions) == 1
+    executor.run_all()
+    assert staying.items == [1] and leaving.items == []
+    publisher.close()
+
+
+def test_a_failing_retry_for_a_full_buffer_propagates_and_releases_the_lock(compiled: None) -> None:
+    publisher: SubmissionPublisher[int] = SubmissionPublisher(ManualExecutor())
+    publisher._subscriptions = (Subscription(0),)  # type: ignore[assignment]
+    seen: list[Any] = []
+
+    def retry(*args: Any) -> int:
+        seen.append(args)
+        raise RuntimeError("no retry")
+
+    publisher._retry = retry  # type: ignore[method-assign, assignment]
+    with pytest.raises(RuntimeError, match=r"^no retry$"):
+        publisher.submit(7)
+    assert seen == [(7, list(publisher._subscriptions), 0, None, None)]
+    assert_lock_free(publisher)
+
+
+def test_submit_without_subscribers_or_closed_takes_the_reference_path(compiled: None) -> None:
+    publisher: SubmissionPublisher[int] = SubmissionPublisher(ManualExecutor())
+    assert publisher.submit(1) == 0
+    publisher.close()
+    with pytest.raises(Exception, match=r"^cannot submit\(\): publisher was closed by close\(\)$"):
+        publisher.submit(1)
+    assert_lock_free(publisher)
+
+
+def test_a_compiled_publisher_before_init_has_no_lock_and_no_subscriptions() -> None:
+    assert _impl.CPublisherCore is not None
+    bare = _impl.CPublisherCore()
+    assert bare._subscriptions == () and bare._blocked == 0 and bare._closed is False
+    with pytest.raises(AttributeError):
+        bare._lock  # noqa: B018
+    with pytest.raises(AttributeError):
+        bare.submit(1)  # no _publish to fall back to
+    with pytest.raises(TypeError, match=r"^item must not be None \(rule 2\.13\)$"):
+        bare.submit(None)
+
+
+# --- first_none --------------------------------------------------------------------------------
+
+
+class EqualToEverything:
+    def __eq__(self, other: object) -> bool:
+        return True
+
+    __hash__ = object.__hash__
+
+
+@pytest.mark.parametrize(
+    ("items", "index"),
+    [([], 0), ([1, 2], 2), ([None], 0), ([1, None, None], 1), ([EqualToEverything(), 0], 2)],
+)
+def test_first_none_is_by_identity(items: list[Any], index: int) -> None:
+    assert _impl.c_first_none is not None
+    assert _impl.c_first_none(items) == index
+
+
+def test_first_none_takes_only_a_list() -> None:
+    assert _impl.c_first_none is not None
+    with pytest.raises(TypeError, match=r"^items must be a list, got \(1, None\)$"):
+        _impl.c_first_none((1, None))  # type: ignore[arg-type]
+
+
+class Abort(BaseException):
+    """Not an Exception: what an executor's refusal may be (say, KeyboardInterrupt)."""
+
+
+def test_an_executor_raising_base_exception_in_submit_propagates_and_releases_the_lock(compiled: None) -> None:
+    accepted: list[Any] = []
+
+    def execute(task: Any) -> None:
+        if len(accepted) == 1:
+            raise Abort()
+        accepted.append(task)
+
+    publisher: SubmissionPublisher[int] = SubmissionPublisher(execute)
+    recorder = Recorder(initial=MAX)
+    publisher.subscribe(recorder)
+    accepted[0]()  # on_subscribe, and the request that goes idle with nothing buffered
+    with pytest.raises(Abort):
+        publisher.submit(1)  # the consumer task must start: the executor raises
+    assert recorder.items == [] and isinstance(recorder.error, Abort)
+    assert_lock_free(publisher)
