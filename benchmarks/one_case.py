@@ -1,12 +1,15 @@
 """Run one throughput case once, for instruction counting with valgrind.
 
     valgrind --tool=callgrind --callgrind-out-file=/dev/null \\
-        python benchmarks/one_case.py {c,python} {submit,submit_many,limit} ITEMS
+        python benchmarks/one_case.py {c,python} {submit,submit_many,direct,observe_on,limit} ITEMS [nocontext]
 
 Instructions per item are the difference between two sizes divided by the
 difference in items, which cancels interpreter start-up; docs/performance.md
 quotes the figures. The case is benchmarks/throughput.py's 1 -> 1 run on the
-default executor.
+default executor (``direct``: 1 -> 1 ``submit`` on ``direct_executor``;
+``observe_on``: benchmarks/operators.py's hand-off between two pools).
+``nocontext`` switches context propagation off (flowpy/_context.py), to
+count what it costs.
 """
 
 from __future__ import annotations
@@ -16,17 +19,26 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from benchmarks.operators import iterable_hand_off
 from benchmarks.throughput import append_then_drain, flowpy_run
-from flowpy import _impl
+from flowpy import _context, _impl
+from flowpy.executors import direct_executor
 
 
 def main() -> None:
     implementation, mode, items = sys.argv[1], sys.argv[2], int(sys.argv[3])
+    _context.enabled = sys.argv[4:] != ["nocontext"]
     if mode == "limit":
         append_then_drain(items)
         return
+    if mode == "observe_on":
+        iterable_hand_off(items)
+        return
     with _impl.using(implementation):  # type: ignore[arg-type]
-        flowpy_run(1, 1, items, many=mode == "submit_many")
+        if mode == "direct":
+            flowpy_run(1, 1, items, executor=direct_executor)
+        else:
+            flowpy_run(1, 1, items, many=mode == "submit_many")
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 """Throughput of the operators against plain Python baselines, in one run.
 
-    python benchmarks/operators.py [--items N] [--repetitions R]
+    python benchmarks/operators.py [--items N] [--repetitions R] [--context]
 
 Two comparisons, each a ratio measured side by side in the same process:
 
@@ -14,6 +14,11 @@ Two comparisons, each a ratio measured side by side in the same process:
   range produces only inside ``request``: with ``subscribe_on`` each batch of
   192 items waits for a thread to wake up; with ``observe_on`` alone the
   drain's own requests make it emit on the drain's thread.
+
+``--context`` measures instead what context propagation costs
+(flowpy/_context.py): the observe_on hand-off and a ``merge`` of two
+sources on two pools, each with propagation on and off, interleaved, by
+wall clock and by the process's CPU time.
 
 Rates are source items per second, medians of ``R`` repetitions; the cases
 of a comparison take turns, so that a change in the machine's load touches
@@ -35,7 +40,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks._common import print_table
-from benchmarks.throughput import NoOp, flowpy_run
+from benchmarks.throughput import NoOp, flowpy_run, without_context
 from flowpy.executors import DaemonThreadPool
 from flowpy.flowable import Flowable
 
@@ -93,6 +98,33 @@ def observe_on_only(items: int) -> int:
     return items
 
 
+def merge_two_pools(items: int) -> int:
+    """Two IterablePublishers, each on its own pool thread, merged into one subscriber."""
+    first = DaemonThreadPool(1, thread_name_prefix="first")
+    second = DaemonThreadPool(1, thread_name_prefix="second")
+    sink = NoOp()
+    half = items // 2
+    Flowable.from_iterable(range(half), executor=first).merge_with(
+        Flowable.from_iterable(range(half), executor=second)
+    ).subscribe(sink)
+    sink.done.wait()
+    first.shutdown(wait=False)
+    second.shutdown(wait=False)
+    return items
+
+
+def context_cases(n: int) -> list[tuple[str, Callable[[], int]]]:
+    """The observe_on hand-off and merge, each with context propagation on and off."""
+    cases: list[tuple[str, Callable[[], int]]] = []
+    for name, run in (
+        ("from_iterable(pool A).observe_on(pool B)", lambda: iterable_hand_off(n)),
+        ("merge(from_iterable(pool A), from_iterable(pool B))", lambda: merge_two_pools(n)),
+    ):
+        cases.append((f"{name}, context on", run))
+        cases.append((f"{name}, context off", without_context(run)))
+    return cases
+
+
 def interleaved_rates(
     cases: list[tuple[str, Callable[[], int]]], repetitions: int, clock: Callable[[], float] = time.perf_counter
 ) -> list[tuple[str, float]]:
@@ -110,8 +142,19 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--items", type=int, default=1_000_000)
     parser.add_argument("--repetitions", type=int, default=5)
+    parser.add_argument("--context", action="store_true", help="measure context propagation on against off")
     args = parser.parse_args()
     n, reps = args.items, args.repetitions
+    if args.context:
+        # Process CPU time as well: on a loaded machine the wall clock of a
+        # thread hand-off mostly measures the scheduler.
+        for clock, label in ((time.perf_counter, "wall clock"), (time.process_time, "process CPU time")):
+            print_table(
+                f"context propagation: items/s by {label}, median of {reps} interleaved, {n:,} items",
+                interleaved_rates(context_cases(n), reps, clock),
+                {"observe_on on": "from_iterable(pool A).observe_on(pool B), context on"},
+            )
+        return
     fusion_cases: list[tuple[str, Callable[[], int]]] = [
         ("generator expressions, for loop", lambda: generator_pipeline(n)),
         ("Flowable range.map.filter.take (fused)", lambda: fused_pipeline(n)),

@@ -1,6 +1,6 @@
 """Throughput of SubmissionPublisher, in both core implementations, against its baselines, in one run.
 
-    python benchmarks/throughput.py [--items N] [--repetitions R] [--json PATH]
+    python benchmarks/throughput.py [--items N] [--repetitions R] [--json PATH] [--context]
 
 Prints a table of median items/s and ratios. Every flowpy case runs with the
 compiled core ("c", when it was built) and the pure-Python one ("python");
@@ -12,6 +12,11 @@ capacity); ``queue.Queue(256)`` between two threads; and, when ``javac`` and
 ``java`` are on the PATH, the JDK's own SubmissionPublisher
 (benchmarks/jdk/SubmissionPublisherBench.java). ``--json`` also writes the
 figures for benchmarks/chart.py.
+
+``--context`` measures instead what context propagation costs
+(flowpy/_context.py): 1 -> 1 ``submit`` on the default pool and on
+``direct_executor`` (one delivery pass per item, the worst case), each with
+propagation on and off, in both cores, interleaved in the same rounds.
 """
 
 from __future__ import annotations
@@ -34,7 +39,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks._common import machine, print_table
-from flowpy import _impl
+from flowpy import _context, _impl
+from flowpy.executors import DEFAULT, Default, Executor, direct_executor
 from flowpy.flow import Subscriber, Subscription
 from flowpy.submission import SubmissionPublisher
 
@@ -99,12 +105,14 @@ def queue_between_threads(items: int) -> int:
     return items
 
 
-def flowpy_run(producers: int, subscribers: int, items: int, many: bool = False) -> int:
+def flowpy_run(
+    producers: int, subscribers: int, items: int, many: bool = False, executor: Executor | Default = DEFAULT
+) -> int:
     """``producers`` threads submit ``items`` each to ``subscribers`` no-op subscribers; returns deliveries.
 
     ``many`` uses one ``submit_many`` call per producer instead of ``submit`` per item.
     """
-    publisher: SubmissionPublisher[int] = SubmissionPublisher(max_buffer_capacity=CAPACITY)
+    publisher: SubmissionPublisher[int] = SubmissionPublisher(executor, max_buffer_capacity=CAPACITY)
     sinks = [NoOp() for _ in range(subscribers)]
     for sink in sinks:
         publisher.subscribe(sink)
@@ -142,6 +150,32 @@ def flowpy_cases(n: int) -> dict[str, Callable[[], int]]:
     }
 
 
+def without_context(run: Callable[[], int]) -> Callable[[], int]:
+    """``run`` with context propagation switched off for the subscriptions it makes."""
+
+    def wrapped() -> int:
+        _context.enabled = False
+        try:
+            return run()
+        finally:
+            _context.enabled = True
+
+    return wrapped
+
+
+def context_cases(n: int) -> dict[str, Callable[[], int]]:
+    """1 -> 1 submit on the pool and on direct_executor, with and without context propagation."""
+    cases: dict[str, Callable[[], int]] = {}
+    for label, executor in (("pool", DEFAULT), ("direct_executor", direct_executor)):
+
+        def run(executor: Executor | Default = executor) -> int:
+            return flowpy_run(1, 1, n, executor=executor)
+
+        cases[f"1 -> 1 submit, {label}, context on"] = run
+        cases[f"1 -> 1 submit, {label}, context off"] = without_context(run)
+    return cases
+
+
 def jdk_rate(items: int, repetitions: int) -> float | None:
     """The JDK's median items/s, or None when no JDK is on the PATH."""
     if not (shutil.which("javac") and shutil.which("java")):
@@ -169,6 +203,7 @@ def main() -> None:
     parser.add_argument("--items", type=int, default=10_000_000, help="items (deliveries) per flowpy run")
     parser.add_argument("--repetitions", type=int, default=5)
     parser.add_argument("--json", type=Path, help="also write the medians here, for benchmarks/chart.py")
+    parser.add_argument("--context", action="store_true", help="measure context propagation on against off")
     args = parser.parse_args()
     n, reps = args.items, args.repetitions
     implementations = ["c", "python"] if _impl.CBufferedSubscription is not None else ["python"]
@@ -177,7 +212,7 @@ def main() -> None:
         "single thread: append to deque, then drain": lambda: append_then_drain(n),
         "queue.Queue(256) between two threads": lambda: queue_between_threads(n // 10),
     }
-    cases = flowpy_cases(n)
+    cases = context_cases(n) if args.context else flowpy_cases(n)
     rates: dict[str, list[float]] = collections.defaultdict(list)
     load = []
     for _ in range(reps):  # interleaved: every case once per round
@@ -189,7 +224,7 @@ def main() -> None:
                 with _impl.using(implementation):  # type: ignore[arg-type]
                     rates[f"flowpy [{implementation}] {case}"].append(rate(run))
     rows = [(name, statistics.median(values)) for name, values in rates.items()]
-    jdk = jdk_rate(n, reps)
+    jdk = None if args.context else jdk_rate(n, reps)
     if jdk is not None:
         rows.append(("JDK SubmissionPublisher 1 -> 1 (java)", jdk))
     columns = {

@@ -6,6 +6,7 @@ import contextlib
 import threading
 from collections import deque
 from collections.abc import Callable
+from contextvars import Context
 from threading import get_ident
 from typing import Generic, TypeVar
 
@@ -59,6 +60,7 @@ class BufferedSubscription(Subscription, Generic[T]):
         "_closed",
         "_complete",
         "_consumer",
+        "_context",
         "_delivered",
         "_demand",
         "_dropped",
@@ -83,10 +85,18 @@ class BufferedSubscription(Subscription, Generic[T]):
         capacity: int,
         handler: Handler[T] | None,
         space: threading.Condition,
+        context: Context | None = None,
     ) -> None:
         self.subscriber: Subscriber[T] | None = subscriber
         """The subscriber; ``None`` once the subscription closed (rule 3.13)."""
         self._handler = handler
+        # The subscriber's copy of the context current at subscribe() (see
+        # flowpy._context), or None: every signal and the handler run in it.
+        # Entered only by the thread holding the consumer task, and left
+        # before that task clears _running, so no two threads ever enter it.
+        if context is not None and type(context) is not Context:
+            raise TypeError(f"BufferedSubscription context must be a contextvars.Context or None, got {context!r}")
+        self._context = context
         # Notified, under the publisher's lock, when a producer waits for space
         # here and the consumer freed a slot, or this subscription closed, or a
         # task became pending that the producer could run.
@@ -367,12 +377,36 @@ class BufferedSubscription(Subscription, Generic[T]):
     # --- Consumer task ------------------------------------------------------
 
     def consume(self) -> None:
-        """Deliver signals until there is nothing to do; called by the one thread holding the task."""
+        """Deliver signals until there is nothing to do; called by the one thread holding the task.
+
+        The signals run in the subscriber's context; the exit handshake runs
+        after leaving it, so the next task may enter it as soon as
+        ``_running`` is clear.
+        """
         self._consumer = get_ident()
         try:
-            self._deliver()
+            context = self._context
+            if context is None:
+                while self._deliver() and not self._exit_handshake():
+                    pass
+            else:
+                deliver = self._deliver
+                while context.run(deliver) and not self._exit_handshake():
+                    pass
         finally:
             self._consumer = 0
+
+    def _exit_handshake(self) -> bool:
+        """Clear "running" unless there is work, then look again; return whether the task may end."""
+        buffer = self._buffer
+        with self._lock:
+            if self._stop or (buffer and self._demand) or (self._complete and not buffer):
+                return False  # changed since the delivery pass looked: deliver again
+            self._running = False
+            if (buffer and self._demand) or self._stop:
+                self._running = True
+                return False
+            return True
 
     def delivering_here(self) -> bool:
         """Whether this thread is inside :meth:`consume`, that is, inside one of the subscriber's methods.
@@ -382,10 +416,11 @@ class BufferedSubscription(Subscription, Generic[T]):
         """
         return self._consumer == get_ident()
 
-    def _deliver(self) -> None:
+    def _deliver(self) -> bool:
+        """Deliver what is due; return ``True`` if the task may go idle, ``False`` once closed."""
         subscriber = self.subscriber
         if subscriber is None:
-            return
+            return False
         if not self._opened:
             self._opened = True
             try:
@@ -394,7 +429,7 @@ class BufferedSubscription(Subscription, Generic[T]):
                 self._close_on_error(exc)
                 if not isinstance(exc, Exception):
                     raise
-                return
+                return False
         buffer = self._buffer
         popleft = buffer.popleft
         on_next = subscriber.on_next
@@ -402,7 +437,7 @@ class BufferedSubscription(Subscription, Generic[T]):
         while True:
             if self._stop:
                 self._close_on_error(None)
-                return
+                return False
             demand = self._demand
             if demand and buffer:
                 n = len(buffer)
@@ -422,7 +457,7 @@ class BufferedSubscription(Subscription, Generic[T]):
                     self._on_next_failed(subscriber, exc)
                     if not isinstance(exc, Exception):
                         raise
-                    return
+                    return False
                 if demand != MAX_DEMAND:
                     with lock:
                         self._demand -= n
@@ -430,27 +465,20 @@ class BufferedSubscription(Subscription, Generic[T]):
                 else:
                     self._delivered += i
                 continue
-            with lock:
-                if self._stop:
-                    continue
-                if buffer:
-                    if self._demand:
+            if self._complete and not buffer:
+                with lock:
+                    if self._stop:
                         continue
-                elif self._complete:
                     self._close_locked()
-                    break
-                # Exit handshake: clear "running", then look again.
-                self._running = False
-                if (buffer and self._demand) or self._stop:
-                    self._running = True
-                    continue
-                return
+                break
+            return True  # the exit handshake follows, outside the context
         try:
             subscriber.on_complete()
         except Exception:  # rule 2.13: a failing terminal signal is dropped
             pass
         finally:
             self._release()
+        return False
 
     def _on_alert(self) -> bool:
         """Handle a stop or a waiting producer; return whether to stop delivering."""

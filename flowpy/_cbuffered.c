@@ -66,6 +66,10 @@ typedef struct {
     PyObject *subscriber;
     PyObject *handler;  /* handler(subscriber, exc) when on_next raises; NULL if none */
     PyObject *space;    /* the publisher's threading.Condition for producers waiting for space */
+    /* The subscriber's copy of the context current at subscribe() (flowpy/_context.py),
+       or NULL: every signal and the handler run in it. Entered only by the thread
+       holding the consumer task, and exited in the section that clears `running`. */
+    PyObject *context;
     PyObject *weakreflist;
 
     /* --- The buffer: appended to by the producer, popped by the consumer --- */
@@ -517,7 +521,8 @@ mark_started(BufObject *self)
 
 /* --- The consumer task ------------------------------------------------------------ */
 
-/* The reference's _deliver: deliver signals until there is nothing to do. */
+/* The reference's _deliver: deliver what is due. Returns 1 if the task may
+   go idle (consume() runs the exit handshake), 0 once closed, -1 on error. */
 static int
 deliver(BufObject *self)
 {
@@ -598,25 +603,15 @@ deliver(BufObject *self)
             }
             continue;
         }
-        /* Exit handshake, one section. The reference clears "running" and
-           then looks again, because a producer may append between its two
-           steps; here no other thread runs inside the section, so the one
-           look is final. */
-        if (self->stop) {
-            continue;
-        }
-        if (self->count) {
-            if (self->demand) {
+        if (self->complete && !self->count) {
+            if (self->stop) {
                 continue;
             }
-        }
-        else if (self->complete) {
             PyObject *execute = close_section(self);
             Py_XDECREF(execute);
             break;
         }
-        self->running = 0;
-        result = 0;
+        result = 1; /* the exit handshake follows in consume(), outside the context */
         goto done;
     }
     {
@@ -653,12 +648,62 @@ done:
     return result;
 }
 
+/* Exit handshake, one section: clear "running" unless there is work.
+   Returns whether the task may end. The reference clears "running" and then
+   looks again, because a producer may append between its two steps; here
+   no other thread runs inside the section, so the one look is final. */
+static inline int
+exit_handshake(BufObject *self)
+{
+    if (self->stop || (self->count && self->demand) || (self->complete && !self->count)) {
+        return 0; /* changed since the delivery pass looked: deliver again */
+    }
+    self->running = 0;
+    return 1;
+}
+
+/* Deliver until there is nothing to do, in the subscriber's context if it
+   has one: entered once per pass (a pass delivers whole batches), and
+   exited in the same section as the exit handshake, so the next task,
+   on any thread, can enter it as soon as "running" is clear. */
 static int
 consume(BufObject *self)
 {
     self->consumer = PyThread_get_thread_ident();
-    int result = deliver(self);
+    PyObject *context = Py_XNewRef(self->context); /* kept alive even if a signal drops the subscription */
+    int result;
+    for (;;) {
+        if (context != NULL && PyContext_Enter(context) < 0) {
+            result = -1; /* entered elsewhere: cannot happen through the public API */
+            break;
+        }
+        result = deliver(self);
+        if (context != NULL) {
+            /* What deliver raised stays pending across the exit, which is not
+               called with an exception set. */
+            PyObject *raised = result < 0 ? take_exception() : NULL;
+            if (PyContext_Exit(context) < 0) {
+                /* the thread's context was switched and not restored by C code */
+                if (raised != NULL) {
+                    chain_exception(raised);
+                }
+                result = -1;
+                break;
+            }
+            if (raised != NULL) {
+                restore_exception(raised);
+            }
+        }
+        if (result != 1) {
+            break;
+        }
+        if (exit_handshake(self)) {
+            result = 0;
+            break;
+        }
+    }
     self->consumer = 0;
+    Py_XDECREF(context);
     return result;
 }
 
@@ -1023,11 +1068,16 @@ buf_repr(PyObject *op)
 static PyObject *
 buf_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
 {
-    static char *keywords[] = {"subscriber", "execute", "capacity", "handler", "space", NULL};
-    PyObject *subscriber, *execute, *handler, *space;
+    static char *keywords[] = {"subscriber", "execute", "capacity", "handler", "space", "context", NULL};
+    PyObject *subscriber, *execute, *handler, *space, *context = Py_None;
     Py_ssize_t capacity;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOnOO:BufferedSubscription", keywords,
-                                     &subscriber, &execute, &capacity, &handler, &space)) {
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOnOO|O:BufferedSubscription", keywords,
+                                     &subscriber, &execute, &capacity, &handler, &space, &context)) {
+        return NULL;
+    }
+    if (context != Py_None && !PyContext_CheckExact(context)) {
+        PyErr_Format(PyExc_TypeError, "BufferedSubscription context must be a contextvars.Context or None, got %R",
+                     context);
         return NULL;
     }
     BufObject *self = (BufObject *)type->tp_alloc(type, 0);
@@ -1038,6 +1088,7 @@ buf_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
     self->execute = Py_NewRef(execute);
     self->handler = handler == Py_None ? NULL : Py_NewRef(handler);
     self->space = Py_NewRef(space);
+    self->context = context == Py_None ? NULL : Py_NewRef(context);
     self->capacity = capacity;
     return (PyObject *)self;
 }
@@ -1050,6 +1101,7 @@ buf_traverse(PyObject *op, visitproc visit, void *arg)
     Py_VISIT(self->subscriber);
     Py_VISIT(self->handler);
     Py_VISIT(self->space);
+    Py_VISIT(self->context);
     Py_VISIT(self->execute);
     Py_VISIT(self->pending_error);
     for (Py_ssize_t i = 0; i < self->count; i++) {
@@ -1066,6 +1118,7 @@ buf_clear(PyObject *op)
     Py_CLEAR(self->subscriber);
     Py_CLEAR(self->handler);
     Py_CLEAR(self->space);
+    Py_CLEAR(self->context);
     Py_CLEAR(self->execute);
     Py_CLEAR(self->pending_error);
     return 0;
@@ -1149,7 +1202,7 @@ static PyMemberDef buf_members[] = {
 };
 
 PyDoc_STRVAR(buf_doc,
-"BufferedSubscription(subscriber, execute, capacity, handler, space)\n"
+"BufferedSubscription(subscriber, execute, capacity, handler, space, context=None)\n"
 "--\n\n"
 "A bounded buffer of items for one subscriber, drained by one task at a time.\n\n"
 "The compiled twin of flowpy._buffered.BufferedSubscription, with the same\n"

@@ -2,6 +2,7 @@
 
 import threading
 from collections.abc import Callable
+from contextvars import Context
 from typing import Any, Final, Generic, TypeVar
 
 from flowpy._buffered import Handler
@@ -30,6 +31,7 @@ class BufferedSubscription(Subscription, Generic[T]):
         capacity: int,
         handler: Handler[T] | None,
         space: threading.Condition,
+        context: Context | None = None,
     ) -> None: ...
     def request(self, n: int) -> None: ...
     def cancel(self) -> None: ...

@@ -22,6 +22,7 @@ from collections.abc import Callable
 from typing import Any, Generic, TypeVar
 
 from flowpy._checks import none_error, require, require_callable, require_positive_int, require_subscriber
+from flowpy._context import bind, capture
 from flowpy._core.serial import SerialDrain
 from flowpy._core.upstream import UpstreamSlot
 from flowpy._demand import add_demand, check_request, replenish_limit, unfilled_demand
@@ -76,18 +77,32 @@ class _View(Generic[T]):
 class _MulticastSubscription(Subscription, Generic[T]):
     """One subscriber's link to a :class:`MulticastProcessor`."""
 
-    __slots__ = ("cancelled", "deliver", "emitted", "error", "parent", "requested", "subscriber")
+    __slots__ = ("cancelled", "context", "deliver", "emitted", "error", "parent", "requested", "subscriber")
 
     def __init__(self, parent: MulticastProcessor[T], subscriber: Subscriber[T]) -> None:
         self.parent = parent
         self.subscriber = subscriber
-        self.deliver = subscriber.on_next  # looked up once, called per item
+        # The subscriber's copy of the context current at subscribe() (flowpy/_context.py):
+        # its signals run there whichever thread drives the drain. Entered only by the
+        # drain loop, which runs on one thread at a time, and by subscribe() before
+        # the subscription joins the loop.
+        self.context = context = capture()
+        # Looked up once, called per item.
+        self.deliver = bind(context, subscriber.on_next)
         # --- Guarded by parent._lock -------------------------------------
         self.requested = 0  # total requested, saturated at MAX_DEMAND
         self.cancelled = False  # set once, by cancel() or by a terminal signal
         self.error: BaseException | None = None  # first invalid request (rule 3.9)
         # --- Written only by the drain loop ------------------------------
         self.emitted = 0  # items delivered; requested - emitted is the demand
+
+    def signal_terminal(self, error: BaseException | None) -> None:
+        """:func:`~flowpy._signals.signal_terminal` in the subscriber's context."""
+        context = self.context
+        if context is None:
+            signal_terminal(self.subscriber, error)
+        else:
+            context.run(signal_terminal, self.subscriber, error)
 
     def request(self, n: int) -> None:
         """Add ``n`` to this subscriber's demand (rules 3.8, 3.9, 3.17)."""
@@ -207,7 +222,13 @@ class MulticastProcessor(Processor[T, T]):
         """
         require_subscriber(subscriber)
         subscription = _MulticastSubscription(self, subscriber)
-        if not signal_subscribe(subscriber, subscription):  # before it can be signalled (rule 1.9)
+        context = subscription.context
+        subscribed = (
+            signal_subscribe(subscriber, subscription)
+            if context is None
+            else context.run(signal_subscribe, subscriber, subscription)
+        )
+        if not subscribed:  # before it can be signalled (rule 1.9)
             return
         with self._lock:
             late = self._terminated
@@ -219,7 +240,7 @@ class MulticastProcessor(Processor[T, T]):
                 self._subscribers = (*self._subscribers, subscription)
             error = self._error
         if late:
-            signal_terminal(subscriber, error)
+            subscription.signal_terminal(error)
         else:
             self._signal()
 
@@ -358,7 +379,7 @@ class MulticastProcessor(Processor[T, T]):
         if view.failed:
             failed, view.failed = view.failed, []
             for subscription in failed:
-                signal_terminal(subscription.subscriber, subscription.error)
+                subscription.signal_terminal(subscription.error)
         if view.upstream is not None:
             upstream, view.upstream = view.upstream, None
             call_subscription(upstream, None)
@@ -425,7 +446,7 @@ class MulticastProcessor(Processor[T, T]):
         fatal: BaseException | None = None
         for subscription in subscribers:
             try:
-                signal_terminal(subscription.subscriber, error)
+                subscription.signal_terminal(error)
             except BaseException as exc:  # not an Exception: the others still get their signal
                 fatal = fatal or exc
         if fatal is not None:

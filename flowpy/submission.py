@@ -44,6 +44,7 @@ from flowpy import _impl
 from flowpy._buffered import Handler
 from flowpy._checks import none_error, require, require_callable_or_none, require_positive_int, require_subscriber
 from flowpy._consumer import no_result, subscribe_future
+from flowpy._context import capture
 from flowpy._exit import track
 from flowpy._impl import BufferedSubscription, PublisherCore
 from flowpy.errors import ClosedPublisherError, DuplicateSubscriptionError, ReentrantSubmitError
@@ -171,7 +172,7 @@ class SubmissionPublisher(PublisherCore, Publisher[T], Generic[T]):
     def _subscribe(self, subscriber: Subscriber[T]) -> bool:
         """Do :meth:`subscribe`; return whether a new subscription was made (not a duplicate)."""
         subscription = BufferedSubscription(
-            subscriber, self._execute, self._capacity, self._handler, self._space
+            subscriber, self._execute, self._capacity, self._handler, self._space, capture()
         )
         with self._lock:
             live = self._live()

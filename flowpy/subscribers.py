@@ -32,6 +32,7 @@ from typing import TypeVar
 
 from flowpy._checks import none_error, require, require_callable, require_positive_int
 from flowpy._consumer import no_result, subscribe_future
+from flowpy._context import capture
 from flowpy._core.serial import SerialDrain
 from flowpy._core.upstream import UpstreamSlot
 from flowpy._demand import MAX_DEMAND, replenish_limit
@@ -171,7 +172,9 @@ class AsyncSubscriber(Subscriber[T_contra], ABC):
         self._batch_size = require_positive_int(batch_size, "batch_size")
         # Appended by any thread (deque appends are atomic), popped only by the drain.
         self._signals: deque[tuple[_Signal, object]] = deque()
-        self._serial = SerialDrain(resolve_execute(executor), self._drain, self._rejected)
+        # The handling runs in a copy of the context that on_subscribe came in
+        # (a flowpy publisher calls it in the context current at subscribe()).
+        self._serial = SerialDrain(resolve_execute(executor), self._drain, self._rejected, context=None)
         # --- Written only inside the serial drain (or on rejection) -------
         self._upstream = UpstreamSlot()  # the one subscription (rule 2.5)
         self._done = False  # also read, racily, by _enqueue to drop late signals
@@ -189,8 +192,13 @@ class AsyncSubscriber(Subscriber[T_contra], ABC):
         """Handle the failure of the stream (or of ``when_next``), on the executor."""
 
     def on_subscribe(self, subscription: Subscription) -> None:
-        """Queue the subscription; raises ``TypeError`` for ``None`` (rule 2.13)."""
+        """Queue the subscription; raises ``TypeError`` for ``None`` (rule 2.13).
+
+        The first call's context (copied) is the one every handler runs in.
+        """
         require(subscription, "subscription", "2.13")
+        if self._serial.context is None:
+            self._serial.context = capture()
         self._enqueue(_Signal.SUBSCRIBE, subscription)
 
     def on_next(self, item: T_contra) -> None:

@@ -22,6 +22,7 @@ __all__ = ["CORE_MODULES", "core_params", "not_built_reason", "use_core"]
 
 CORE_MODULES = frozenset(
     {
+        "test_context",
         "test_submission",
         "test_submission_concurrency",
         "test_submission_core",

@@ -11,8 +11,15 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
+from contextvars import Context
+from typing import Literal
+
+from flowpy._context import capture
 
 __all__ = ["SerialDrain"]
+
+_Capture = Literal["capture"]
+"""The default of :class:`SerialDrain`'s ``context``: capture the current one."""
 
 
 class SerialDrain:
@@ -39,6 +46,14 @@ class SerialDrain:
     more, so recursion stays bounded (rule 3.3). ``drain`` returning ``True``
     just asks for another pass.
 
+    Each drain pass and ``on_reject`` run in ``context``: by default a copy
+    of the context current when the drain is made, which its owners do
+    inside ``subscribe``, so the subscriber's signals see the context it
+    subscribed in (flowpy/_context.py); ``None`` runs them in whatever
+    context the thread has. A pass enters it and leaves it before the drain
+    can be handed to another thread, and a nested run on the same thread
+    returns at once, so the context is never entered twice.
+
     Drain functions and ``on_reject`` never overlap, and everything a
     signalling thread did before ``signal()`` happens-before the drain pass
     that sees it (rules 1.3, 2.11).
@@ -53,13 +68,14 @@ class SerialDrain:
     :func:`flowpy._signals.reraise_fatal`).
     """
 
-    __slots__ = ("_drain", "_execute", "_lock", "_on_reject", "_prepare", "_rerun", "_wip")
+    __slots__ = ("_drain", "_execute", "_lock", "_on_reject", "_prepare", "_rerun", "_wip", "context")
 
     def __init__(
         self,
         execute: Callable[..., object] | None,
         drain: Callable[[bool], bool],
         on_reject: Callable[[BaseException], None],
+        context: Context | _Capture | None = "capture",
     ) -> None:
         """Args:
             execute: runs a task (``execute(task)``); ``None`` runs passes inline.
@@ -70,6 +86,9 @@ class SerialDrain:
         self._drain = drain
         self._on_reject = on_reject
         self._prepare: Callable[[], None] | None = None  # inline only: see inline()
+        # The context the passes run in; set once, before the first signal()
+        # (an owner made before subscribe sets it in on_subscribe).
+        self.context: Context | None = capture() if isinstance(context, str) else context
         self._lock = threading.Lock()
         # --- Guarded by self._lock ---------------------------------------
         # Signals not yet covered by a drain pass. Nonzero exactly while a
@@ -98,7 +117,7 @@ class SerialDrain:
                 the state the pass works on, which saves a lock round-trip
                 per pass on per-item paths. It must not raise.
         """
-        serial = cls(None, drain, _never_refused)
+        serial = cls(None, drain, _never_refused, None)  # passes run in the signalling thread's context
         if lock is not None:
             serial._lock = lock
         serial._prepare = prepare
@@ -155,7 +174,13 @@ class SerialDrain:
                 # A synchronous executor ran the task here and the drain
                 # raised: not a refusal, the exception goes on up this thread.
                 raise
-            self._on_reject(exc)  # the executor refused: the owner ends the stream
+            # The executor refused: the owner ends the stream. No pass runs
+            # now or later, so the context is free.
+            context = self.context
+            if context is None:
+                self._on_reject(exc)
+            else:
+                context.run(self._on_reject, exc)
         finally:
             local.submits = depth
             if not depth:
@@ -178,8 +203,9 @@ class SerialDrain:
         missed = 1
         first = True
         while True:
+            context = self.context
             try:
-                more = self._drain(first)
+                more = self._drain(first) if context is None else context.run(self._drain, first)
             except BaseException as exc:
                 self._raised(exc)
                 raise

@@ -59,6 +59,7 @@ except ImportError as _error:
 
 from flowpy import flow
 from flowpy._checks import require, require_positive_int, require_subscriber
+from flowpy._context import ConfinedContext
 from flowpy._demand import MAX_DEMAND, add_demand, check_request, replenish_limit
 from flowpy.flow import default_buffer_size
 from flowpy.interop._common import Inbox, SingleSubscriber
@@ -286,10 +287,23 @@ def to_receive_stream(
 class _StreamPull(flow.Subscription, Generic[T]):
     """One subscriber receiving from one receive stream, in one task on the loop."""
 
-    __slots__ = ("_demand", "_error", "_loop", "_parking", "_scope", "_stopping", "_stream", "_subscriber")
+    __slots__ = (
+        "_context",
+        "_demand",
+        "_error",
+        "_loop",
+        "_parking",
+        "_scope",
+        "_stopping",
+        "_stream",
+        "_subscriber",
+    )
 
     def __init__(self, subscriber: flow.Subscriber[T], stream: MemoryObjectReceiveStream[T], loop: _Loop) -> None:
         self._loop = loop
+        # The subscriber's context at subscribe() (flowpy/_context.py): every signal
+        # runs in it. Not the task's: anyio keeps its own state in the task's context.
+        self._context = ConfinedContext()
         self._parking = _Parking(loop)
         # --- Touched only on the loop's thread ----------------------------
         self._stream = stream
@@ -338,8 +352,9 @@ class _StreamPull(flow.Subscription, Generic[T]):
         if subscriber is None:
             return
         stream = self._stream
+        signal = self._context.run
         try:
-            subscriber.on_subscribe(self)
+            signal(subscriber.on_subscribe, self)
             while not self._stopping:
                 await self._parking.wait(self._ready)
                 if self._stopping:
@@ -350,13 +365,13 @@ class _StreamPull(flow.Subscription, Generic[T]):
                         item = await stream.receive()
                     except anyio.EndOfStream:
                         self._finish()
-                        subscriber.on_complete()
+                        signal(subscriber.on_complete)
                         return
                     except Exception as exc:
                         if self._stopping:
                             break
                         self._finish()
-                        subscriber.on_error(exc)
+                        signal(subscriber.on_error, exc)
                         return
                     finally:
                         self._scope = None
@@ -364,19 +379,19 @@ class _StreamPull(flow.Subscription, Generic[T]):
                     break
                 if item is None:
                     self._finish()
-                    subscriber.on_error(TypeError("receive stream must not yield None (rule 2.13)"))
+                    signal(subscriber.on_error, TypeError("receive stream must not yield None (rule 2.13)"))
                     return
                 if self._demand != MAX_DEMAND:
                     self._demand -= 1
-                subscriber.on_next(item)
+                signal(subscriber.on_next, item)
             error = self._error
             self._finish()
             if error is not None:
-                subscriber.on_error(error)
+                signal(subscriber.on_error, error)
         except anyio.get_cancelled_exc_class():
             if self._subscriber is not None:  # the task group was cancelled under a live subscription
                 self._finish()
-                subscriber.on_error(RuntimeError("from_receive_stream: its task group was cancelled"))
+                signal(subscriber.on_error, RuntimeError("from_receive_stream: its task group was cancelled"))
             raise
         finally:
             self._finish()

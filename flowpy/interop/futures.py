@@ -26,6 +26,7 @@ from typing import Any, Generic, TypeVar
 
 from flowpy import flow
 from flowpy._checks import require_subscriber
+from flowpy._context import ConfinedContext
 from flowpy._demand import check_request
 from flowpy._signals import signal_subscribe
 from flowpy.subscribers import collect, consume
@@ -42,10 +43,13 @@ R = TypeVar("R")
 class _FutureSubscription(flow.Subscription, Generic[T]):
     """One subscriber's view of a future: the value is signalled once requested."""
 
-    __slots__ = ("_error", "_future", "_lock", "_requested", "_subscriber")
+    __slots__ = ("_error", "_future", "_lock", "_requested", "_subscriber", "context")
 
     def __init__(self, future: Future[T], subscriber: flow.Subscriber[T]) -> None:
         self._future = future
+        # The subscriber's context at subscribe() (flowpy/_context.py): on_subscribe
+        # and the end of the stream, claimed once under the lock, run in it.
+        self.context = ConfinedContext()
         # --- Guarded by self._lock -------------------------------------
         self._lock = threading.Lock()
         # The subscriber until the terminal signal is claimed or the
@@ -88,17 +92,22 @@ class _FutureSubscription(flow.Subscription, Generic[T]):
             if error is None and not self._requested and _has_value(future):
                 return
             self._subscriber = None
-        if error is not None:
-            subscriber.on_error(error)
-            return
-        try:
-            value = future.result(timeout=0)
-        except BaseException as exc:  # the future's exception, or CancelledError
-            subscriber.on_error(exc)
-            return
-        if value is not None:
-            subscriber.on_next(value)
-        subscriber.on_complete()
+        self.context.run(_signal_end, subscriber, future, error)
+
+
+def _signal_end(subscriber: flow.Subscriber[T], future: Future[T], error: BaseException | None) -> None:
+    """Signal ``error``, or the settled ``future``'s outcome: its exception, or its value and completion."""
+    if error is not None:
+        subscriber.on_error(error)
+        return
+    try:
+        value = future.result(timeout=0)
+    except BaseException as exc:  # the future's exception, or CancelledError
+        subscriber.on_error(exc)
+        return
+    if value is not None:
+        subscriber.on_next(value)
+    subscriber.on_complete()
 
 
 def _has_value(future: Future[Any]) -> bool:
@@ -122,7 +131,7 @@ class _FuturePublisher(flow.Publisher[T]):
         """
         require_subscriber(subscriber)
         subscription = _FutureSubscription(self._future, subscriber)
-        if not signal_subscribe(subscriber, subscription):  # rule 2.13: cancelled, and on_error sent
+        if not subscription.context.run(signal_subscribe, subscriber, subscription):  # rule 2.13
             return
         self._future.add_done_callback(lambda _future: subscription._try_signal())  # at once if settled
 

@@ -330,6 +330,16 @@ class _ObservableSubscription(flow.Subscription, Generic[T]):
     def _at_end(self) -> bool:
         return self._terminal is not None and not self._queue and self._latest is _EMPTY
 
+    def signal_subscribe(self) -> bool:
+        """:func:`~flowpy._signals.signal_subscribe` in the subscriber's context; only from ``subscribe``."""
+        subscriber = self._subscriber
+        assert subscriber is not None, "the first signal"
+        context = self._serial.context  # the subscriber's, captured at subscribe()
+        if context is None:
+            return signal_subscribe(subscriber, self)
+        subscribed: bool = context.run(signal_subscribe, subscriber, self)
+        return subscribed
+
     # --- The drain task (the executor) ---------------------------------------------
 
     def _refused(self, exc: BaseException) -> None:
@@ -402,7 +412,7 @@ class _ObservablePublisher(flow.Publisher[T]):
         subscription = _ObservableSubscription(
             subscriber, self._strategy, self._capacity, self._on_drop, self._execute
         )
-        if signal_subscribe(subscriber, subscription):  # rule 2.13
+        if subscription.signal_subscribe():  # rule 2.13
             subscription.start(self._observable)
 
     def __repr__(self) -> str:

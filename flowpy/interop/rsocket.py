@@ -58,6 +58,7 @@ except ImportError as _error:
 from flowpy import flow
 from flowpy import reactivestreams as frs
 from flowpy._checks import none_error, require, require_subscriber
+from flowpy._context import ConfinedContext
 from flowpy._demand import add_demand, check_request
 from flowpy._signals import reraise_fatal, signal_subscribe, signal_terminal
 from flowpy.errors import MissingBackpressureError
@@ -404,6 +405,7 @@ class _Inbound(RSocketSubscriber, Generic[T]):  # type: ignore[misc]
         "_pending",
         "_rsocket",
         "_subscriber",
+        "context",
         "subscription",
     )
 
@@ -414,6 +416,8 @@ class _Inbound(RSocketSubscriber, Generic[T]):  # type: ignore[misc]
         connect: Callable[[_Inbound[T]], None] | None,
     ) -> None:
         self._loop = loop
+        # The subscriber's context at subscribe() (flowpy/_context.py): every signal runs in it.
+        self.context = ConfinedContext()
         # --- Touched only on the loop's thread --------------------------------
         self._subscriber: flow.Subscriber[T] | frs.Subscriber[T] | None = subscriber  # None once ended
         # Subscribes to the rsocket publisher on the first request; None after,
@@ -444,7 +448,7 @@ class _Inbound(RSocketSubscriber, Generic[T]):  # type: ignore[misc]
         elif not self._announced:
             self._announced = True
             # rule 2.13: cancels, then on_error; both APIs have the same methods
-            signal_subscribe(_as_flow(subscriber), _InboundSubscription(self))
+            self.context.run(signal_subscribe, _as_flow(subscriber), _InboundSubscription(self))
         else:
             self._flush()
 
@@ -461,7 +465,7 @@ class _Inbound(RSocketSubscriber, Generic[T]):  # type: ignore[misc]
                 ))
                 return
             self._outstanding -= 1
-        subscriber.on_next(value)
+        self.context.run(subscriber.on_next, value)
         if is_complete:
             self.on_complete()
 
@@ -469,12 +473,12 @@ class _Inbound(RSocketSubscriber, Generic[T]):  # type: ignore[misc]
         require(exception, "exception", "2.13")
         subscriber = self._end()
         if subscriber is not None:
-            subscriber.on_error(exception)
+            self.context.run(subscriber.on_error, exception)
 
     def on_complete(self) -> None:
         subscriber = self._end()
         if subscriber is not None:
-            subscriber.on_complete()
+            self.context.run(subscriber.on_complete)
 
     # --- the flowpy subscription's calls, moved onto the loop ---------------------------
 
@@ -502,7 +506,7 @@ class _Inbound(RSocketSubscriber, Generic[T]):  # type: ignore[misc]
             except Exception as exc:  # cancel must not fail the caller (rule 3.15)
                 _report(self._loop, self._rsocket, exc)
         if error is not None:
-            subscriber.on_error(error)
+            self.context.run(subscriber.on_error, error)
 
     def take_demand(self) -> int:
         """Move pending demand to rsocket's account, clamped to MAX_REQUEST_N in total."""
@@ -565,7 +569,7 @@ class _RSocketPublisherAsFlowpy(flow.Publisher[T], frs.Publisher[T]):
         target = _as_flow(subscriber)  # both APIs have the same methods
 
         def start() -> None:
-            if not signal_subscribe(target, subscription):  # rule 2.13: cancelled, and on_error sent
+            if not inbound.context.run(signal_subscribe, target, subscription):  # rule 2.13: cancelled, on_error sent
                 return
             if taken:
                 inbound.halt(RuntimeError(
@@ -575,8 +579,8 @@ class _RSocketPublisherAsFlowpy(flow.Publisher[T], frs.Publisher[T]):
         try:
             run_on_loop(self._loop, start)
         except RuntimeError as exc:  # the loop is closed: say so through the subscriber
-            if signal_subscribe(target, subscription):
-                signal_terminal(target, exc)
+            if inbound.context.run(signal_subscribe, target, subscription):
+                inbound.context.run(signal_terminal, target, exc)
 
     def __repr__(self) -> str:
         return f"<from_rsocket_publisher {self._publisher!r}>"
