@@ -29,8 +29,8 @@ import weakref
 from time import monotonic
 from typing import TYPE_CHECKING, Any
 
+from flowpy._pool import live_pools
 from flowpy.errors import UndeliveredItemsWarning
-from flowpy.executors import live_pools
 
 if TYPE_CHECKING:
     from flowpy._buffered import BufferedSubscription

@@ -18,21 +18,21 @@ The verifications target the Flow API (:mod:`flowpy.flow`); the
 Dependency rule: ``flowpy.tck`` imports the standard library, its own
 modules and flowpy's API layer, and nothing else of flowpy. The API layer is
 :mod:`flowpy.flow`, :mod:`flowpy.reactivestreams`, :mod:`flowpy.adapters`,
-:mod:`flowpy.errors`, and the two leaf modules in which the API's own rules
-are written: ``flowpy._demand`` (what a valid ``request(n)`` is and how
-demand adds up, rules 3.9 and 3.17) and ``flowpy._checks`` (argument checks
-and their messages, rules 1.9 and 2.13). The API layer imports only the
-standard library and itself. The implementation (executors, submission,
-processors, sources, subscribers, operators, interop, spark) is never
-imported, so the kit can test any library, flowpy included, without sharing
-its code; the helper publisher runs on the kit's own pool
-(:mod:`flowpy.tck.executor`). ``tests/tck/test_dependency_rule.py`` enforces it.
+:mod:`flowpy.errors`, and three leaf modules: ``flowpy._demand`` (what a
+valid ``request(n)`` is and how demand adds up, rules 3.9 and 3.17),
+``flowpy._checks`` (argument checks and their messages, rules 1.9 and 2.13)
+and ``flowpy._pool`` (the executor kinds and the daemon thread pool the
+helper publisher runs on). The API layer imports only the standard library
+and itself. The implementation (executors, submission, processors, sources,
+subscribers, operators, interop, spark) is never imported, so the kit can
+test any library, flowpy included, without sharing its machinery.
+``tests/tck/test_dependency_rule.py`` enforces it.
 
 Modules, one concept each: ``environment`` (:class:`TestEnvironment`),
 ``signals`` (:class:`Latch`, :class:`Promise`, :class:`Receptacle`),
 ``subscribers`` (the test subscribers), ``manual_publisher``
 (:class:`ManualPublisher`), ``probes``, ``helper_publisher``
-(:class:`AsyncIterablePublisher`), ``executor``, ``skips``, one module per
+(:class:`AsyncIterablePublisher`), ``skips``, one module per
 verification, ``reactive_streams`` (their Reactive Streams variants),
 ``runner`` and ``cli``.
 """

@@ -25,7 +25,7 @@ from typing import Generic, TypeVar
 from flowpy import flow
 from flowpy._checks import require, require_positive_int, require_subscriber
 from flowpy._demand import add_demand, check_request
-from flowpy.tck.executor import Executor, as_execute
+from flowpy._pool import Executor, as_execute
 
 __all__ = ["AsyncIterablePublisher", "helper_publisher"]
 
@@ -49,7 +49,7 @@ class AsyncIterablePublisher(flow.Publisher[T]):
             on the executor. If it raises, the subscriber gets ``on_subscribe``
             and then ``on_error`` with that exception.
         executor: where the signals run: a ``concurrent.futures.Executor``, an
-            object with ``execute(fn)`` or a callable (:mod:`flowpy.tck.executor`).
+            object with ``execute(fn)`` or a callable (see :mod:`flowpy.executors`).
         batch_size: the most items sent in one executor task.
 
     Raises:
@@ -61,6 +61,7 @@ class AsyncIterablePublisher(flow.Publisher[T]):
         require(iterable, "iterable")
         self._batch_size = require_positive_int(batch_size, "batch_size")
         self._iterable = iterable
+        require(executor, "executor")
         self._execute = as_execute(executor)
 
     def subscribe(self, subscriber: flow.Subscriber[T]) -> None:

@@ -17,7 +17,7 @@ import pytest
 FLOWPY = Path(__file__).resolve().parents[2] / "flowpy"
 
 API_LAYER = frozenset(
-    {"flowpy.flow", "flowpy.reactivestreams", "flowpy.adapters", "flowpy.errors", "flowpy._demand", "flowpy._checks"}
+    {"flowpy.flow", "flowpy.reactivestreams", "flowpy.adapters", "flowpy.errors", "flowpy._demand", "flowpy._checks", "flowpy._pool"}
 )
 """What flowpy.tck may import from flowpy besides itself."""
 
