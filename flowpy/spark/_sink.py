@@ -273,9 +273,8 @@ class ParquetSink(BatchingSubscriber):
     ``pyarrow.RecordBatch`` or ``Table``, or a ``pandas.DataFrame``); demand
     counts items. The sink requests ``batch_size`` items, converts a full
     batch to one Arrow table (rows column by column, columnar items as they
-    are), and has Spark write it as one Parquet file that appears in
-    ``path`` by one rename; only after that commit does it request the next
-    batch. So at most ``batch_size`` items are outstanding, and Spark's write
+    are), and writes it as one Parquet file that appears in ``path`` by one
+    rename; only after that commit does it request the next batch. So at most ``batch_size`` items are outstanding, and Spark's write
     speed is the backpressure: a producer submitting to a bounded publisher
     blocks while a write is under way. On ``on_complete`` the last, partial
     batch is written and :attr:`result` gets the :class:`SinkStats`.
@@ -288,11 +287,14 @@ class ParquetSink(BatchingSubscriber):
     :attr:`result` cancels the upstream subscription and drops the rows of
     the batch not yet written.
 
-    Readers of ``path`` see whole batches only: a batch is one file, written
-    by Spark's own file commit protocol under ``path/_temporary`` and moved
-    into place by one rename once complete (atomic on local and HDFS file
-    systems). The writes go through the session, classic or Spark Connect
-    alike, so ``path`` is the path as Spark's executors see it.
+    Readers of ``path`` see whole batches only: a batch is one file, staged
+    under a hidden name and moved into place by one rename once complete
+    (atomic on local and HDFS file systems). ``writer`` says who writes it:
+    Spark's own file commit protocol (``"spark"``: through the session,
+    classic or Spark Connect alike, so ``path`` is the path as Spark's
+    executors see it), or this process with pyarrow (``"pyarrow"``: a hidden
+    staging file in ``path``, no Spark job). ``"auto"`` takes pyarrow only
+    where this process sees the path as Spark does (:func:`choose_writer`).
 
     Protocol:   rules 2.1-2.13 as a subscriber; a second ``on_subscribe`` is
                 cancelled (rule 2.5).
