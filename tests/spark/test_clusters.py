@@ -26,11 +26,17 @@ def _rows(start: int, stop: int) -> list[dict[str, Any]]:
 
 
 @pytest.mark.timeout(180)
-def test_sink_writes_rows_and_record_batches_on_every_session(any_spark: Any, tmp_path: Path) -> None:
+def test_sink_writes_rows_and_record_batches_on_every_session(
+    any_spark: Any, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
     import pyarrow as pa
 
     out = str(tmp_path / "out")
     sink = ParquetSink(any_spark, out, batch_size=3, schema=SCHEMA)
+    # This process writes the files itself only where it runs Spark's executors too.
+    assert sink.writer == {"local": "pyarrow", "standalone": "spark", "connect": "spark"}[
+        request.node.callspec.params["any_spark"]
+    ]
     with SubmissionPublisher[Any](max_buffer_capacity=4) as publisher:
         publisher.subscribe(sink)
         for row in _rows(0, 4):
