@@ -1,8 +1,61 @@
-"""Argument checks shared by the constructors of flowpy (messages: "<name> must <rule>, got <value>")."""
+"""Argument checks of flowpy's API: the one home of their rules and messages.
+
+Every message reads "<name> must <rule>, got <value!r>" (or "<name> must not
+be None", with the spec rule when one applies: ``(rule 1.9)`` for a
+subscriber, ``(rule 2.13)`` for a signal's argument). ``bool`` is not an
+``int`` where the API asks for one. This module imports nothing from flowpy:
+it belongs to the API layer the TCK may use (see :mod:`flowpy.tck`).
+
+A check is a function call; on a per-item path, keep the test inline and
+call only to build the error::
+
+    if item is None:
+        raise none_error("item", "2.13")
+"""
 
 from __future__ import annotations
 
-__all__ = ["require", "require_int", "require_positive_int"]
+__all__ = [
+    "none_error",
+    "require",
+    "require_callable",
+    "require_callable_or_none",
+    "require_int",
+    "require_non_negative_int",
+    "require_positive_int",
+    "require_publisher",
+    "require_subscriber",
+]
+
+
+def none_error(name: str, rule: str = "") -> TypeError:
+    """Return ``TypeError("<name> must not be None")``, with `` (rule <rule>)`` appended when ``rule`` is given.
+
+    For per-item paths, where the ``is None`` test stays inline and only the failure calls.
+    """
+    return TypeError(f"{name} must not be None (rule {rule})" if rule else f"{name} must not be None")
+
+
+def require(value: object, name: str, rule: str = "") -> None:
+    """Raise :func:`none_error` if ``value`` is ``None`` (rules 1.9, 2.13 when ``rule`` names them).
+
+    Raises:
+        TypeError: if ``value`` is ``None``.
+    """
+    if value is None:
+        raise none_error(name, rule)
+
+
+def require_subscriber(subscriber: object) -> None:
+    """Raise ``TypeError("subscriber must not be None (rule 1.9)")`` if ``subscriber`` is ``None``.
+
+    What every ``Publisher.subscribe`` checks first.
+
+    Raises:
+        TypeError: if ``subscriber`` is ``None`` (rule 1.9).
+    """
+    if subscriber is None:
+        raise none_error("subscriber", "1.9")
 
 
 def require_int(value: object, name: str) -> int:
@@ -29,7 +82,44 @@ def require_positive_int(value: object, name: str) -> int:
     return number
 
 
-def require(value: object, name: str) -> None:
-    """Raise ``TypeError("<name> must not be None")`` if ``value`` is ``None`` (rules 1.9, 2.13)."""
-    if value is None:
-        raise TypeError(f"{name} must not be None")
+def require_non_negative_int(value: object, name: str) -> int:
+    """Return ``value`` if it is an ``int`` of at least 0.
+
+    Raises:
+        TypeError: if it is not an ``int``.
+        ValueError: if it is negative.
+    """
+    number = require_int(value, name)
+    if number < 0:
+        raise ValueError(f"{name} must be non-negative, got {number!r}")
+    return number
+
+
+def require_callable(fn: object, name: str) -> None:
+    """Raise unless ``fn`` is callable.
+
+    Raises:
+        TypeError: if it is not (``None`` included).
+    """
+    if not callable(fn):
+        raise TypeError(f"{name} must be callable, got {fn!r}")
+
+
+def require_callable_or_none(fn: object, name: str) -> None:
+    """Raise unless ``fn`` is callable or ``None`` (an optional callback).
+
+    Raises:
+        TypeError: if it is neither.
+    """
+    if fn is not None and not callable(fn):
+        raise TypeError(f"{name} must be callable or None, got {fn!r}")
+
+
+def require_publisher(publisher: object, name: str = "publisher") -> None:
+    """Raise unless ``publisher`` has a callable ``subscribe`` (a Flow or Reactive Streams publisher).
+
+    Raises:
+        TypeError: if it has none (``None`` included).
+    """
+    if not callable(getattr(publisher, "subscribe", None)):
+        raise TypeError(f"{name} must be a Publisher, got {publisher!r}")

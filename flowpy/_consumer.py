@@ -11,6 +11,7 @@ from concurrent.futures import Future, InvalidStateError
 from contextlib import suppress
 from typing import Generic, TypeVar
 
+from flowpy._checks import none_error, require
 from flowpy._demand import MAX_DEMAND
 from flowpy._signals import reraise_fatal
 from flowpy.flow import Publisher, Subscriber, Subscription
@@ -45,8 +46,7 @@ class FutureSubscriber(Subscriber[T], Generic[T, R]):
             subscription.cancel()
 
     def on_subscribe(self, subscription: Subscription) -> None:
-        if subscription is None:
-            raise TypeError("subscription must not be None (rule 2.13)")
+        require(subscription, "subscription", "2.13")
         if self._subscription is not None or self._future.done():
             subscription.cancel()  # rule 2.5, or the future was cancelled first
             return
@@ -57,7 +57,7 @@ class FutureSubscriber(Subscriber[T], Generic[T, R]):
 
     def on_next(self, item: T) -> None:
         if item is None:
-            raise TypeError("item must not be None (rule 2.13)")
+            raise none_error("item", "2.13")
         if self._future.done():
             return  # cancelled or failed; items still in flight are ignored (rule 2.8)
         try:
@@ -71,8 +71,7 @@ class FutureSubscriber(Subscriber[T], Generic[T, R]):
             reraise_fatal(exc)
 
     def on_error(self, error: BaseException) -> None:
-        if error is None:
-            raise TypeError("error must not be None (rule 2.13)")
+        require(error, "error", "2.13")
         with suppress(InvalidStateError):  # cancelled, or failed by fn
             self._future.set_exception(error)
 

@@ -17,6 +17,7 @@ from typing import Any, TypeVar, cast
 
 from flowpy import flow
 from flowpy import reactivestreams as rs
+from flowpy._checks import require
 
 __all__ = [
     "FlowAdapters",
@@ -30,11 +31,6 @@ __all__ = [
 
 T = TypeVar("T")
 U = TypeVar("U")
-
-
-def _require(value: object, name: str) -> None:
-    if value is None:
-        raise TypeError(f"{name} must not be None")
 
 
 # --- Subscriptions and subscribers -----------------------------------------
@@ -173,7 +169,7 @@ def to_publisher(flow_publisher: flow.Publisher[T]) -> rs.Publisher[T]:
     Raises:
         TypeError: if ``flow_publisher`` is ``None``.
     """
-    _require(flow_publisher, "flow_publisher")
+    require(flow_publisher, "flow_publisher")
     if isinstance(flow_publisher, _FlowPublisherFromReactive):
         return cast("rs.Publisher[T]", flow_publisher.wrapped)
     if isinstance(flow_publisher, rs.Publisher):
@@ -187,7 +183,7 @@ def to_flow_publisher(reactive_streams_publisher: rs.Publisher[T]) -> flow.Publi
     Raises:
         TypeError: if ``reactive_streams_publisher`` is ``None``.
     """
-    _require(reactive_streams_publisher, "reactive_streams_publisher")
+    require(reactive_streams_publisher, "reactive_streams_publisher")
     if isinstance(reactive_streams_publisher, _ReactivePublisherFromFlow):
         return cast("flow.Publisher[T]", reactive_streams_publisher.wrapped)
     if isinstance(reactive_streams_publisher, flow.Publisher):
@@ -201,7 +197,7 @@ def to_processor(flow_processor: flow.Processor[T, U]) -> rs.Processor[T, U]:
     Raises:
         TypeError: if ``flow_processor`` is ``None``.
     """
-    _require(flow_processor, "flow_processor")
+    require(flow_processor, "flow_processor")
     if isinstance(flow_processor, _FlowToReactiveProcessor):
         return cast("rs.Processor[T, U]", flow_processor.wrapped)
     if isinstance(flow_processor, rs.Processor):
@@ -215,7 +211,7 @@ def to_flow_processor(reactive_streams_processor: rs.Processor[T, U]) -> flow.Pr
     Raises:
         TypeError: if ``reactive_streams_processor`` is ``None``.
     """
-    _require(reactive_streams_processor, "reactive_streams_processor")
+    require(reactive_streams_processor, "reactive_streams_processor")
     if isinstance(reactive_streams_processor, _ReactiveToFlowProcessor):
         return cast("flow.Processor[T, U]", reactive_streams_processor.wrapped)
     if isinstance(reactive_streams_processor, flow.Processor):
@@ -229,7 +225,7 @@ def to_flow_subscriber(reactive_streams_subscriber: rs.Subscriber[T]) -> flow.Su
     Raises:
         TypeError: if ``reactive_streams_subscriber`` is ``None``.
     """
-    _require(reactive_streams_subscriber, "reactive_streams_subscriber")
+    require(reactive_streams_subscriber, "reactive_streams_subscriber")
     if isinstance(reactive_streams_subscriber, _ReactiveToFlowSubscriber):
         return cast("flow.Subscriber[T]", reactive_streams_subscriber.wrapped)
     if isinstance(reactive_streams_subscriber, flow.Subscriber):
@@ -243,7 +239,7 @@ def to_subscriber(flow_subscriber: flow.Subscriber[T]) -> rs.Subscriber[T]:
     Raises:
         TypeError: if ``flow_subscriber`` is ``None``.
     """
-    _require(flow_subscriber, "flow_subscriber")
+    require(flow_subscriber, "flow_subscriber")
     if isinstance(flow_subscriber, _FlowToReactiveSubscriber):
         return cast("rs.Subscriber[T]", flow_subscriber.wrapped)
     if isinstance(flow_subscriber, rs.Subscriber):

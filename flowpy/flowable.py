@@ -22,6 +22,7 @@ from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
 
 from flowpy import operators, sources
+from flowpy._checks import require_publisher, require_subscriber
 from flowpy.executors import DEFAULT, Default, Executor
 from flowpy.flow import Publisher, Subscriber, default_buffer_size
 from flowpy.operators import ConnectablePublisher, OverflowPolicy
@@ -54,8 +55,7 @@ class Flowable(Publisher[T_co]):
         Raises:
             TypeError: if ``publisher`` is not a publisher.
         """
-        if not callable(getattr(publisher, "subscribe", None)):
-            raise TypeError(f"publisher must be a Publisher, got {publisher!r}")
+        require_publisher(publisher)
         self._publisher = publisher
 
     @property
@@ -154,8 +154,7 @@ class Flowable(Publisher[T_co]):
         Raises:
             TypeError: if ``subscriber`` is ``None``, or neither a subscriber nor callable.
         """
-        if subscriber is None:
-            raise TypeError("subscriber must not be None (rule 1.9)")
+        require_subscriber(subscriber)
         if isinstance(subscriber, Subscriber):
             self._publisher.subscribe(subscriber)
             return None

@@ -20,7 +20,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any, Generic, TypeVar
 
-from flowpy._checks import require_positive_int
+from flowpy._checks import none_error, require, require_callable, require_positive_int, require_subscriber
 from flowpy._demand import add_demand, check_request
 from flowpy._signals import call_subscription, report, reraise_fatal, signal_subscribe, signal_terminal
 from flowpy.errors import ClosedPublisherError, MissingBackpressureError
@@ -72,8 +72,7 @@ class _Upstream:
         Raises:
             TypeError: if ``subscription`` is ``None`` (rule 2.13).
         """
-        if subscription is None:
-            raise TypeError("subscription must not be None (rule 2.13)")
+        require(subscription, "subscription", "2.13")
         with self._lock:
             accepted = is_open and not self.connected
             if accepted:
@@ -205,8 +204,7 @@ class MulticastProcessor(Processor[T, T]):
         Raises:
             TypeError: if ``subscriber`` is ``None`` (rule 1.9).
         """
-        if subscriber is None:
-            raise TypeError("subscriber must not be None (rule 1.9)")
+        require_subscriber(subscriber)
         subscription = _MulticastSubscription(self, subscriber)
         if not signal_subscribe(subscriber, subscription):  # before it can be signalled (rule 1.9)
             return
@@ -278,7 +276,7 @@ class MulticastProcessor(Processor[T, T]):
             TypeError: if ``item`` is ``None`` (rule 2.13).
         """
         if item is None:
-            raise TypeError("item must not be None (rule 2.13)")
+            raise none_error("item", "2.13")
         if self._done or self._terminated:
             return  # after our terminal or our cancel (rule 2.8)
         if len(self._queue) >= self._prefetch:
@@ -299,8 +297,7 @@ class MulticastProcessor(Processor[T, T]):
         Raises:
             TypeError: if ``error`` is ``None`` (rule 2.13).
         """
-        if error is None:
-            raise TypeError("error must not be None (rule 2.13)")
+        require(error, "error", "2.13")
         self._end(error)
 
     def on_complete(self) -> None:
@@ -515,8 +512,7 @@ class TransformProcessor(SubmissionPublisher[R], Processor[T, R], Generic[T, R])
                 or not an executor.
             ValueError: if ``max_buffer_capacity`` is not positive.
         """
-        if not callable(fn):
-            raise TypeError(f"fn must be callable, got {fn!r}")
+        require_callable(fn, "fn")
         if executor is DEFAULT:
             super().__init__(max_buffer_capacity=max_buffer_capacity)
         else:
@@ -556,7 +552,7 @@ class TransformProcessor(SubmissionPublisher[R], Processor[T, R], Generic[T, R])
             TypeError: if ``item`` is ``None`` (rule 2.13).
         """
         if item is None:
-            raise TypeError("item must not be None (rule 2.13)")
+            raise none_error("item", "2.13")
         upstream = self._upstream.current
         if upstream is None:
             return  # after cancel (rule 2.8)
@@ -589,8 +585,7 @@ class TransformProcessor(SubmissionPublisher[R], Processor[T, R], Generic[T, R])
         Raises:
             TypeError: if ``error`` is ``None`` (rule 2.13).
         """
-        if error is None:
-            raise TypeError("error must not be None (rule 2.13)")
+        require(error, "error", "2.13")
         self._upstream.detach()
         self.close_exceptionally(error)
 
@@ -611,8 +606,7 @@ class TransformProcessor(SubmissionPublisher[R], Processor[T, R], Generic[T, R])
         Raises:
             TypeError: if ``subscriber`` is ``None`` (rule 1.9).
         """
-        if subscriber is None:
-            raise TypeError("subscriber must not be None (rule 1.9)")
+        require_subscriber(subscriber)
         # Counted from here, not from its on_subscribe (which runs later, on
         # the executor): another subscriber leaving meanwhile must not find
         # this one uncounted, cancel the upstream and complete it early.

@@ -30,7 +30,7 @@ import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Generic, TypeVar
 
-from flowpy._checks import require_int, require_positive_int
+from flowpy._checks import require_int, require_non_negative_int, require_positive_int, require_subscriber
 from flowpy._demand import MAX_DEMAND, add_demand, check_request
 from flowpy._serial import SerialDrain
 from flowpy._signals import report, reraise_fatal, signal_subscribe, signal_terminal
@@ -55,11 +55,6 @@ T_co = TypeVar("T_co", covariant=True)
 # _IterableSubscription hands its work to a SerialDrain on the executor:
 # on_subscribe, each batch of items and the terminal signal all run in
 # executor tasks, one at a time.
-
-
-def _require_subscriber(subscriber: object) -> None:
-    if subscriber is None:
-        raise TypeError("subscriber must not be None (rule 1.9)")
 
 
 # --- Synchronous sequences ---------------------------------------------------
@@ -189,7 +184,7 @@ class _SequencePublisher(Publisher[T_co]):
         Raises:
             TypeError: if ``subscriber`` is ``None`` (rule 1.9).
         """
-        _require_subscriber(subscriber)
+        require_subscriber(subscriber)
         subscription = _SequenceSubscription(subscriber, self._items)
         if signal_subscribe(subscriber, subscription) and not self._items:
             subscription._start()
@@ -222,8 +217,7 @@ class RangePublisher(_SequencePublisher[int]):
             ValueError: if ``count`` is negative.
         """
         require_int(start, "start")
-        if require_int(count, "count") < 0:
-            raise ValueError(f"count must be >= 0, got {count!r}")
+        require_non_negative_int(count, "count")
         super().__init__(range(start, start + count))
         self._start = start
         self._count = count
@@ -296,7 +290,7 @@ class _TerminalPublisher(Publisher[T_co]):
         Raises:
             TypeError: if ``subscriber`` is ``None`` (rule 1.9).
         """
-        _require_subscriber(subscriber)
+        require_subscriber(subscriber)
         subscription = _TerminalSubscription()
         if not signal_subscribe(subscriber, subscription):
             return
@@ -547,7 +541,7 @@ class IterablePublisher(Publisher[T_co]):
         Raises:
             TypeError: if ``subscriber`` is ``None`` (rule 1.9).
         """
-        _require_subscriber(subscriber)
+        require_subscriber(subscriber)
         subscription = _IterableSubscription(subscriber, self._iterable, self._execute, self._batch_size)
         subscription._serial.signal()
 

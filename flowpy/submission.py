@@ -41,7 +41,7 @@ from types import TracebackType
 from typing import Final, Generic, TypeVar
 
 from flowpy._buffered import Handler
-from flowpy._checks import require_positive_int
+from flowpy._checks import none_error, require, require_callable_or_none, require_positive_int, require_subscriber
 from flowpy._consumer import subscribe_future
 from flowpy._exit import track
 from flowpy._impl import BufferedSubscription
@@ -118,8 +118,7 @@ class SubmissionPublisher(Publisher[T], Generic[T]):
     ) -> None:
         self._execute = resolve_execute(executor)
         require_positive_int(max_buffer_capacity, "max_buffer_capacity")
-        if handler is not None and not callable(handler):
-            raise TypeError(f"handler must be callable or None, got {handler!r}")
+        require_callable_or_none(handler, "handler")
         self._executor: Executor = default_executor() if executor is DEFAULT else executor
         self._capacity = _round_capacity(max_buffer_capacity)
         self._handler = handler
@@ -154,8 +153,7 @@ class SubmissionPublisher(Publisher[T], Generic[T]):
             TypeError: if ``subscriber`` is ``None`` (rule 1.9).
             Exception: what the executor raised; the subscriber is then not added.
         """
-        if subscriber is None:
-            raise TypeError("subscriber must not be None (rule 1.9)")
+        require_subscriber(subscriber)
         self._subscribe(subscriber)
 
     def _subscribe(self, subscriber: Subscriber[T]) -> bool:
@@ -204,8 +202,8 @@ class SubmissionPublisher(Publisher[T], Generic[T]):
         fail: that subscriber gets ``on_error`` with the executor's exception,
         and the others get the item.
         """
-        if item is None:
-            raise TypeError("item must not be None (rule 2.13)")
+        if item is None:  # inline, not require(): once per item on the hot path; only a failure calls
+            raise none_error("item", "2.13")
         lock = self._lock
         if not lock.acquire(False):  # explicit calls cost half of a with-statement on this path
             self._acquire_contended()
@@ -257,7 +255,7 @@ class SubmissionPublisher(Publisher[T], Generic[T]):
                 lock.release()
             submitted += end
             if end < len(chunk):
-                raise TypeError("item must not be None (rule 2.13)")
+                raise none_error("item", "2.13")
 
     def _publish_chunk(self, chunk: list[T], end: int) -> None:
         """Publish ``chunk[:end]`` (no ``None`` in it) as ``submit`` would each. Caller holds self._lock."""
@@ -305,7 +303,7 @@ class SubmissionPublisher(Publisher[T], Generic[T]):
             ClosedPublisherError: if the publisher is closed.
             Exception: what ``on_drop`` raised.
         """
-        if on_drop is not None and not callable(on_drop):
+        if on_drop is not None and not callable(on_drop):  # inline: offer() is a per-item path
             raise TypeError(f"on_drop must be callable or None, got {on_drop!r}")
         if timeout is None:
             timeout = 0.0
@@ -318,7 +316,7 @@ class SubmissionPublisher(Publisher[T], Generic[T]):
     def _publish(self, item: T, timeout: float | None, on_drop: DropHandler[T] | None) -> int:
         """Offer ``item`` to each subscription; ``timeout=None`` (``submit``) waits without limit."""
         if item is None:
-            raise TypeError("item must not be None (rule 2.13)")
+            raise none_error("item", "2.13")
         lock = self._lock
         if not lock.acquire(False):
             self._acquire_contended()
@@ -548,8 +546,7 @@ class SubmissionPublisher(Publisher[T], Generic[T]):
         Raises:
             TypeError: if ``subscriber`` is ``None``.
         """
-        if subscriber is None:
-            raise TypeError("subscriber must not be None")
+        require(subscriber, "subscriber")
         if self._closed:
             return False
         with self._lock:
@@ -588,8 +585,7 @@ class SubmissionPublisher(Publisher[T], Generic[T]):
         Raises:
             TypeError: if ``fn`` is ``None``.
         """
-        if fn is None:
-            raise TypeError("fn must not be None")
+        require(fn, "fn")
         return subscribe_future(self, fn, _none)
 
     def __repr__(self) -> str:

@@ -30,7 +30,7 @@ from concurrent.futures import Future
 from types import TracebackType
 from typing import TypeVar
 
-from flowpy._checks import require_positive_int
+from flowpy._checks import none_error, require, require_callable, require_positive_int
 from flowpy._consumer import subscribe_future
 from flowpy._demand import MAX_DEMAND, replenish_limit
 from flowpy._serial import SerialDrain
@@ -49,11 +49,6 @@ __all__ = [
 
 T = TypeVar("T")
 T_contra = TypeVar("T_contra", contravariant=True)
-
-
-def _require(value: object, name: str, rule: str = " (rule 2.13)") -> None:
-    if value is None:
-        raise TypeError(f"{name} must not be None{rule}")
 
 
 def _check_prefetch(prefetch: object) -> int:
@@ -95,7 +90,7 @@ class SyncSubscriber(Subscriber[T_contra], ABC):
         Raises:
             TypeError: if ``subscription`` is ``None`` (rule 2.13).
         """
-        _require(subscription, "subscription")
+        require(subscription, "subscription", "2.13")
         if self._subscription is not None:
             call_subscription(subscription, None)
             return
@@ -108,7 +103,8 @@ class SyncSubscriber(Subscriber[T_contra], ABC):
         Raises:
             TypeError: if ``item`` is ``None`` (rule 2.13).
         """
-        _require(item, "item")
+        if item is None:  # inline: once per item; only a failure calls
+            raise none_error("item", "2.13")
         subscription = self._subscription
         if self._done or subscription is None:
             return
@@ -132,7 +128,7 @@ class SyncSubscriber(Subscriber[T_contra], ABC):
         Raises:
             TypeError: if ``error`` is ``None`` (rule 2.13).
         """
-        _require(error, "error")
+        require(error, "error", "2.13")
         if not self._done:
             self._done = True
             self.when_error(error)
@@ -200,17 +196,18 @@ class AsyncSubscriber(Subscriber[T_contra], ABC):
 
     def on_subscribe(self, subscription: Subscription) -> None:
         """Queue the subscription; raises ``TypeError`` for ``None`` (rule 2.13)."""
-        _require(subscription, "subscription")
+        require(subscription, "subscription", "2.13")
         self._enqueue(_Signal.SUBSCRIBE, subscription)
 
     def on_next(self, item: T_contra) -> None:
         """Queue an item; raises ``TypeError`` for ``None`` (rule 2.13)."""
-        _require(item, "item")
+        if item is None:  # inline: once per item; only a failure calls
+            raise none_error("item", "2.13")
         self._enqueue(_Signal.NEXT, item)
 
     def on_error(self, error: BaseException) -> None:
         """Queue the failure; raises ``TypeError`` for ``None`` (rule 2.13)."""
-        _require(error, "error")
+        require(error, "error", "2.13")
         self._enqueue(_Signal.ERROR, error)
 
     def on_complete(self) -> None:
@@ -343,8 +340,7 @@ class LambdaSubscriber(Subscriber[T_contra]):
             TypeError: if ``on_next`` is not callable or ``prefetch`` not an ``int``.
             ValueError: if ``prefetch`` is not positive.
         """
-        if not callable(on_next):
-            raise TypeError(f"on_next must be callable, got {on_next!r}")
+        require_callable(on_next, "on_next")
         self._next = on_next
         self._on_error = on_error
         self._on_complete = on_complete
@@ -377,7 +373,7 @@ class LambdaSubscriber(Subscriber[T_contra]):
         Raises:
             TypeError: if ``subscription`` is ``None`` (rule 2.13).
         """
-        _require(subscription, "subscription")
+        require(subscription, "subscription", "2.13")
         if self._subscription is not None or self._done:
             call_subscription(subscription, None)  # rule 2.5
             return
@@ -394,7 +390,7 @@ class LambdaSubscriber(Subscriber[T_contra]):
             TypeError: if ``item`` is ``None`` (rule 2.13).
         """
         if item is None:
-            raise TypeError("item must not be None (rule 2.13)")
+            raise none_error("item", "2.13")
         try:
             self._deliver(item)
         except BaseException as exc:
@@ -437,7 +433,7 @@ class LambdaSubscriber(Subscriber[T_contra]):
         Raises:
             TypeError: if ``error`` is ``None`` (rule 2.13).
         """
-        _require(error, "error")
+        require(error, "error", "2.13")
         if self._done:
             return
         self._end()
@@ -473,9 +469,8 @@ def consume(publisher: Publisher[T], fn: Callable[[T], object]) -> Future[None]:
     Raises:
         TypeError: if ``publisher`` is ``None`` or ``fn`` is not callable.
     """
-    _require(publisher, "publisher", "")
-    if not callable(fn):
-        raise TypeError(f"fn must be callable, got {fn!r}")
+    require(publisher, "publisher")
+    require_callable(fn, "fn")
     return subscribe_future(publisher, fn, _none)
 
 
@@ -490,7 +485,7 @@ def collect(publisher: Publisher[T]) -> Future[list[T]]:
     Raises:
         TypeError: if ``publisher`` is ``None``.
     """
-    _require(publisher, "publisher", "")
+    require(publisher, "publisher")
     items: list[T] = []
     return subscribe_future(publisher, items.append, lambda: items)
 
@@ -522,7 +517,7 @@ class _BlockingSubscriber(Subscriber[T]):
         self.cancelled = False  # the consumer closed the iterator
 
     def on_subscribe(self, subscription: Subscription) -> None:
-        _require(subscription, "subscription")
+        require(subscription, "subscription", "2.13")
         with self.lock:
             duplicate = self.subscription is not None or self.cancelled
             if not duplicate:
@@ -534,7 +529,8 @@ class _BlockingSubscriber(Subscriber[T]):
             call_subscription(subscription, self.prefetch)
 
     def on_next(self, item: T) -> None:
-        _require(item, "item")
+        if item is None:  # inline: once per item; only a failure calls
+            raise none_error("item", "2.13")
         with self.lock:
             if self.ended or self.cancelled:
                 return
@@ -542,7 +538,7 @@ class _BlockingSubscriber(Subscriber[T]):
             self.arrived.notify()
 
     def on_error(self, error: BaseException) -> None:
-        _require(error, "error")
+        require(error, "error", "2.13")
         self._end(error)
 
     def on_complete(self) -> None:
@@ -668,7 +664,7 @@ def iterate(
         TypeError: if ``publisher`` is ``None`` or ``prefetch`` is not an ``int``.
         ValueError: if ``prefetch`` is not positive or ``timeout`` is negative.
     """
-    _require(publisher, "publisher", "")
+    require(publisher, "publisher")
     checked = _check_prefetch(prefetch)
     if timeout is not None and timeout < 0:
         raise ValueError(f"timeout must be >= 0 or None, got {timeout!r}")

@@ -131,7 +131,7 @@ def test_range_subscribe_none_raises_type_error() -> None:
 @pytest.mark.parametrize(
     ("start", "count", "kind", "message"),
     [
-        (0, -1, ValueError, r"^count must be >= 0, got -1$"),
+        (0, -1, ValueError, r"^count must be non-negative, got -1$"),
         (0, 1.5, TypeError, r"^count must be an int, got 1\.5$"),
         ("0", 1, TypeError, r"^start must be an int, got '0'$"),
         (0, True, TypeError, r"^count must be an int, got True$"),

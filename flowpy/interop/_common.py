@@ -7,6 +7,7 @@ from collections.abc import Callable
 from typing import TypeVar
 
 from flowpy import flow
+from flowpy._checks import require
 
 __all__ = ["ForwardingSubscriber", "post_to_loop", "run_on_loop"]
 
@@ -58,8 +59,7 @@ class ForwardingSubscriber(flow.Subscriber[T]):
         self._subscription: flow.Subscription | None = None  # written once, by on_subscribe
 
     def on_subscribe(self, subscription: flow.Subscription) -> None:
-        if subscription is None:
-            raise TypeError("subscription must not be None (rule 2.13)")
+        require(subscription, "subscription", "2.13")
         if self._subscription is not None:
             subscription.cancel()  # rule 2.5
             return

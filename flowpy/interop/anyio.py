@@ -59,7 +59,7 @@ except ImportError as _error:
     raise missing_extra(__name__, "anyio", "anyio") from _error
 
 from flowpy import flow
-from flowpy._checks import require, require_positive_int
+from flowpy._checks import none_error, require, require_positive_int, require_subscriber
 from flowpy._demand import MAX_DEMAND, add_demand, check_request, replenish_limit
 from flowpy.flow import default_buffer_size
 from flowpy.interop._common import ForwardingSubscriber
@@ -166,13 +166,12 @@ class _StreamSender(ForwardingSubscriber[T]):
 
     def on_next(self, item: T) -> None:
         if item is None:
-            raise TypeError("item must not be None (rule 2.13)")
+            raise none_error("item", "2.13")
         self._items.append(item)
         self._wake()
 
     def on_error(self, error: BaseException) -> None:
-        if error is None:
-            raise TypeError("error must not be None (rule 2.13)")
+        require(error, "error", "2.13")
         self._error = error
         self._done = True
         self._wake()
@@ -431,8 +430,7 @@ class _ReceiveStreamPublisher(flow.Publisher[T]):
         Raises:
             TypeError: if ``subscriber`` is ``None`` (rule 1.9).
         """
-        if subscriber is None:
-            raise TypeError("subscriber must not be None (rule 1.9)")
+        require_subscriber(subscriber)
         with self._lock:
             taken, self._taken = self._taken, True
         if taken:

@@ -33,7 +33,7 @@ from collections.abc import AsyncGenerator, AsyncIterable, AsyncIterator, Awaita
 from typing import Generic, TypeVar
 
 from flowpy import flow
-from flowpy._checks import require, require_positive_int
+from flowpy._checks import none_error, require, require_positive_int, require_subscriber
 from flowpy._demand import MAX_DEMAND, add_demand, check_request, replenish_limit
 from flowpy._signals import reraise_fatal, signal_subscribe, signal_terminal
 from flowpy.flow import default_buffer_size
@@ -97,14 +97,13 @@ class _Inbox(ForwardingSubscriber[T]):
 
     def on_next(self, item: T) -> None:
         if item is None:
-            raise TypeError("item must not be None (rule 2.13)")
+            raise none_error("item", "2.13")
         self._items.append(item)
         if self._waiter is not None:
             self._wake()
 
     def on_error(self, error: BaseException) -> None:
-        if error is None:
-            raise TypeError("error must not be None (rule 2.13)")
+        require(error, "error", "2.13")
         self._error = error
         self._done = True
         self._wake()
@@ -466,8 +465,7 @@ class _AsyncIterablePublisher(flow.Publisher[T]):
         Raises:
             TypeError: if ``subscriber`` is ``None`` (rule 1.9).
         """
-        if subscriber is None:
-            raise TypeError("subscriber must not be None (rule 1.9)")
+        require_subscriber(subscriber)
         source: AsyncIterable[T] | BaseException = self._iterable
         if isinstance(source, collections.abc.AsyncIterator):
             with self._lock:

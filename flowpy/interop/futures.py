@@ -25,6 +25,7 @@ from concurrent.futures import Future
 from typing import Any, Generic, TypeVar
 
 from flowpy import flow
+from flowpy._checks import require_subscriber
 from flowpy._demand import check_request
 from flowpy._signals import signal_subscribe
 from flowpy.subscribers import collect, consume
@@ -119,8 +120,7 @@ class _FuturePublisher(flow.Publisher[T]):
         Raises:
             TypeError: if ``subscriber`` is ``None`` (rule 1.9).
         """
-        if subscriber is None:
-            raise TypeError("subscriber must not be None (rule 1.9)")
+        require_subscriber(subscriber)
         subscription = _FutureSubscription(self._future, subscriber)
         if not signal_subscribe(subscriber, subscription):  # rule 2.13: cancelled, and on_error sent
             return

@@ -37,7 +37,7 @@ except ImportError as _error:
     raise missing_extra(__name__, "reactivex", "rx") from _error
 
 from flowpy import flow
-from flowpy._checks import require, require_positive_int
+from flowpy._checks import none_error, require, require_positive_int, require_subscriber
 from flowpy._demand import MAX_DEMAND, add_demand, check_request, replenish_limit
 from flowpy._signals import reraise_fatal, signal_subscribe
 from flowpy.errors import MissingBackpressureError
@@ -85,7 +85,7 @@ class _ObserverSubscriber(ForwardingSubscriber[T]):
 
     def on_next(self, item: T) -> None:
         if item is None:
-            raise TypeError("item must not be None (rule 2.13)")
+            raise none_error("item", "2.13")
         try:
             self._observer.on_next(item)
         except BaseException as exc:  # the observer failed: stop the stream and tell it
@@ -99,8 +99,7 @@ class _ObserverSubscriber(ForwardingSubscriber[T]):
             self.request(self._limit)
 
     def on_error(self, error: BaseException) -> None:
-        if error is None:
-            raise TypeError("error must not be None (rule 2.13)")
+        require(error, "error", "2.13")
         self._observer.on_error(cast(Exception, error))
 
     def on_complete(self) -> None:
@@ -405,8 +404,7 @@ class _ObservablePublisher(flow.Publisher[T]):
         Raises:
             TypeError: if ``subscriber`` is ``None`` (rule 1.9).
         """
-        if subscriber is None:
-            raise TypeError("subscriber must not be None (rule 1.9)")
+        require_subscriber(subscriber)
         subscription = _ObservableSubscription(
             subscriber, self._strategy, self._capacity, self._on_drop, self._execute
         )

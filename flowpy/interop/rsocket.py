@@ -57,7 +57,7 @@ except ImportError as _error:
 
 from flowpy import flow
 from flowpy import reactivestreams as frs
-from flowpy._checks import require
+from flowpy._checks import none_error, require, require_subscriber
 from flowpy._demand import add_demand, check_request
 from flowpy._signals import reraise_fatal, signal_subscribe, signal_terminal
 from flowpy.errors import MissingBackpressureError
@@ -216,8 +216,7 @@ class _Outbound(flow.Subscriber[T], frs.Subscriber[T]):
     # --- flowpy side (the publisher's threads) -----------------------------------
 
     def on_subscribe(self, subscription: flow.Subscription | frs.Subscription) -> None:
-        if subscription is None:
-            raise TypeError("subscription must not be None (rule 2.13)")
+        require(subscription, "subscription", "2.13")
         with self._lock:
             if self._upstream is not None:
                 duplicate = True
@@ -240,14 +239,13 @@ class _Outbound(flow.Subscriber[T], frs.Subscriber[T]):
 
     def on_next(self, item: T) -> None:
         if item is None:
-            raise TypeError("item must not be None (rule 2.13)")
+            raise none_error("item", "2.13")
         self._outbox.append(item)
         if not self._scheduled:
             self._schedule()
 
     def on_error(self, error: BaseException) -> None:
-        if error is None:
-            raise TypeError("error must not be None (rule 2.13)")
+        require(error, "error", "2.13")
         self._post(_Failure(error))
 
     def on_complete(self) -> None:
@@ -312,8 +310,7 @@ class _FlowpyPublisherAsRSocket(RSocketPublisher):  # type: ignore[misc]
             TypeError: if ``subscriber`` is ``None``.
             RuntimeError: if no loop was given and none is running here.
         """
-        if subscriber is None:
-            raise TypeError("subscriber must not be None (rule 1.9)")
+        require_subscriber(subscriber)
         loop = _resolve_loop(self._loop)
         outbound: _Outbound[Any] = _Outbound(subscriber, loop)
         if asyncio._get_running_loop() is loop:
@@ -436,8 +433,7 @@ class _Inbound(RSocketSubscriber, Generic[T]):  # type: ignore[misc]
     # --- rsocket calls these, on the loop --------------------------------------------
 
     def on_subscribe(self, subscription: Any) -> None:
-        if subscription is None:
-            raise TypeError("subscription must not be None (rule 2.13)")
+        require(subscription, "subscription", "2.13")
         if self._rsocket is not None:
             subscription.cancel()  # rule 2.5
             return
@@ -454,7 +450,7 @@ class _Inbound(RSocketSubscriber, Generic[T]):  # type: ignore[misc]
 
     def on_next(self, value: T, is_complete: bool = False) -> None:
         if value is None:
-            raise TypeError("value must not be None (rule 2.13)")
+            raise none_error("value", "2.13")
         subscriber = self._subscriber
         if subscriber is None:
             return  # cancelled; late items are dropped (rule 2.8)
@@ -470,8 +466,7 @@ class _Inbound(RSocketSubscriber, Generic[T]):  # type: ignore[misc]
             self.on_complete()
 
     def on_error(self, exception: BaseException) -> None:
-        if exception is None:
-            raise TypeError("exception must not be None (rule 2.13)")
+        require(exception, "exception", "2.13")
         subscriber = self._end()
         if subscriber is not None:
             subscriber.on_error(exception)
@@ -563,8 +558,7 @@ class _RSocketPublisherAsFlowpy(flow.Publisher[T], frs.Publisher[T]):
         Raises:
             TypeError: if ``subscriber`` is ``None`` (rule 1.9).
         """
-        if subscriber is None:
-            raise TypeError("subscriber must not be None (rule 1.9)")
+        require_subscriber(subscriber)
         with self._lock:
             taken, self._taken = self._taken, True
         inbound: _Inbound[T] = _Inbound(subscriber, self._loop, _connect_on_first_request(self._publisher))

@@ -18,6 +18,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any, Generic, Literal, TypeVar
 
+from flowpy._checks import none_error
 from flowpy._demand import MAX_DEMAND, add_demand
 from flowpy._signals import reraise_fatal
 from flowpy.flow import Publisher, Subscriber, Subscription
@@ -164,7 +165,7 @@ class _DropStage(Relay, Generic[T]):
             TypeError: if ``item`` is ``None`` (rule 2.13).
         """
         if item is None:
-            raise TypeError("on_next item must not be None (rule 2.13)")
+            raise none_error("item", "2.13")
         if self.done:
             return
         if self._emitted < self._requested:

@@ -1,4 +1,4 @@
-"""Machinery shared by the operators: argument checks and the demand drain.
+"""Machinery shared by the operators: the demand drain, and the argument checks under their names.
 
 Every operator with a queue (``observe_on``, ``merge``, ``zip``, the
 backpressure operators) delivers to its subscriber from a *drain loop* that
@@ -12,6 +12,14 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable
 from typing import Any
 
+from flowpy._checks import (
+    require,
+    require_callable,
+    require_non_negative_int,
+    require_positive_int,
+    require_publisher,
+    require_subscriber,
+)
 from flowpy._demand import MAX_DEMAND, add_demand, check_request
 from flowpy._serial import SerialDrain
 from flowpy._signals import report, reraise_fatal, signal_subscribe
@@ -31,51 +39,9 @@ __all__ = [
 ]
 
 
-def require_subscriber(subscriber: object) -> None:
-    """Raise ``TypeError`` if ``subscriber`` is ``None`` (rule 1.9)."""
-    if subscriber is None:
-        raise TypeError("subscriber must not be None (rule 1.9)")
-
-
-def require_publisher(publisher: object, name: str = "publisher") -> None:
-    """Raise ``TypeError`` unless ``publisher`` has a ``subscribe`` method."""
-    if not callable(getattr(publisher, "subscribe", None)):
-        raise TypeError(f"{name} must be a Publisher, got {publisher!r}")
-
-
-def require_callable(fn: object, name: str) -> None:
-    """Raise ``TypeError`` unless ``fn`` is callable."""
-    if not callable(fn):
-        raise TypeError(f"{name} must be callable, got {fn!r}")
-
-
-def _require_int(value: object, name: str) -> None:
-    if not isinstance(value, int) or isinstance(value, bool):
-        raise TypeError(f"{name} must be an int, got {value!r}")
-
-
-def require_positive(value: object, name: str) -> None:
-    """Raise unless ``value`` is an ``int`` greater than zero.
-
-    Raises:
-        TypeError: if ``value`` is not an ``int`` (``bool`` is not one here).
-        ValueError: if ``value <= 0``.
-    """
-    _require_int(value, name)
-    if value <= 0:  # type: ignore[operator]
-        raise ValueError(f"{name} must be positive, got {value!r}")
-
-
-def require_non_negative(value: object, name: str) -> None:
-    """Raise unless ``value`` is an ``int`` of at least zero.
-
-    Raises:
-        TypeError: if ``value`` is not an ``int`` (``bool`` is not one here).
-        ValueError: if ``value < 0``.
-    """
-    _require_int(value, name)
-    if value < 0:  # type: ignore[operator]
-        raise ValueError(f"{name} must be non-negative, got {value!r}")
+# The operators' names for the argument checks of flowpy._checks (their one home).
+require_positive = require_positive_int
+require_non_negative = require_non_negative_int
 
 
 class CancelledSubscription(Subscription):
@@ -262,8 +228,7 @@ class Relay(Subscriber[Any], Subscription):
         Raises:
             TypeError: if ``subscription`` is ``None`` (rule 2.13).
         """
-        if subscription is None:
-            raise TypeError("subscription must not be None (rule 2.13)")
+        require(subscription, "subscription", "2.13")
         if self.upstream is not None:
             subscription.cancel()  # rule 2.5
             return
@@ -276,8 +241,7 @@ class Relay(Subscriber[Any], Subscription):
         Raises:
             TypeError: if ``error`` is ``None`` (rule 2.13).
         """
-        if error is None:
-            raise TypeError("on_error error must not be None (rule 2.13)")
+        require(error, "error", "2.13")
         if self._end():
             self._downstream.on_error(error)
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any, Generic, TypeVar
 
+from flowpy._checks import none_error
 from flowpy._demand import MAX_DEMAND
 from flowpy.flow import Publisher, Subscriber
 from flowpy.operators._base import Relay, require_positive, require_publisher, require_subscriber
@@ -33,7 +34,7 @@ class _BufferSubscriber(Relay, Generic[T]):
             TypeError: if ``item`` is ``None`` (rule 2.13).
         """
         if item is None:
-            raise TypeError("on_next item must not be None (rule 2.13)")
+            raise none_error("item", "2.13")
         if self.done:
             return
         items = self._items

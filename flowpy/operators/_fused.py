@@ -141,7 +141,7 @@ def _compile(steps: tuple[Step, ...]) -> tuple[Factory, dict[str, object]]:
         "    def on_next(item):",
         f"        nonlocal {variables}",
         "        if item is None:",
-        "            raise TypeError('on_next item must not be None (rule 2.13)')",
+        "            raise TypeError('item must not be None (rule 2.13)')",
         "        if not live:",
         "            return",
         *(["        credit -= 1"] if drops else []),

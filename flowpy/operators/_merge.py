@@ -22,6 +22,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, Generic, TypeVar
 
+from flowpy._checks import none_error, require
 from flowpy._demand import MAX_DEMAND
 from flowpy._signals import reraise_fatal, signal_subscribe
 from flowpy.flow import Publisher, Subscriber, Subscription
@@ -206,8 +207,7 @@ class _Outer(Subscriber[Any], Generic[T, R]):
         self._coordinator: _Coordinator[R] = _Coordinator(downstream, max_concurrency, prefetch, None)
 
     def on_subscribe(self, subscription: Subscription) -> None:
-        if subscription is None:
-            raise TypeError("subscription must not be None (rule 2.13)")
+        require(subscription, "subscription", "2.13")
         coordinator = self._coordinator
         if coordinator._outer is not None:
             subscription.cancel()  # rule 2.5
@@ -221,7 +221,7 @@ class _Outer(Subscriber[Any], Generic[T, R]):
 
     def on_next(self, item: T) -> None:
         if item is None:
-            raise TypeError("on_next item must not be None (rule 2.13)")
+            raise none_error("item", "2.13")
         coordinator = self._coordinator
         if coordinator.cancelled or coordinator.outer_done:
             return
@@ -229,17 +229,20 @@ class _Outer(Subscriber[Any], Generic[T, R]):
             publisher = self._fn(item)
             require_publisher(publisher, "flat_map function result")
         except BaseException as error:
-            coordinator.outer_done = True
+            # The failure before outer_done, as in on_error.
             coordinator.fail(error)
+            coordinator.outer_done = True
             reraise_fatal(error)
             return
         coordinator.add(publisher)
 
     def on_error(self, error: BaseException) -> None:
-        if error is None:
-            raise TypeError("on_error error must not be None (rule 2.13)")
-        self._coordinator.outer_done = True
+        require(error, "error", "2.13")
+        # The failure is recorded before the source counts as done: a drain on
+        # another thread that finds it done and no inner left must also find
+        # the failure, or it would complete the downstream in its place.
         self._coordinator.fail(error)
+        self._coordinator.outer_done = True
 
     def on_complete(self) -> None:
         self._coordinator.outer_complete()

@@ -12,6 +12,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any, Generic, TypeVar
 
+from flowpy._checks import none_error, require
 from flowpy._demand import replenish_limit
 from flowpy._signals import signal_subscribe
 from flowpy.errors import MissingBackpressureError
@@ -65,8 +66,7 @@ class QueueSubscriber(Subscriber[Any]):
         Raises:
             TypeError: if ``subscription`` is ``None`` (rule 2.13).
         """
-        if subscription is None:
-            raise TypeError("subscription must not be None (rule 2.13)")
+        require(subscription, "subscription", "2.13")
         if self.subscription is not None or self.parent.cancelled:
             subscription.cancel()  # rule 2.5
             return False
@@ -90,7 +90,7 @@ class QueueSubscriber(Subscriber[Any]):
             TypeError: if ``item`` is ``None`` (rule 2.13).
         """
         if item is None:
-            raise TypeError("on_next item must not be None (rule 2.13)")
+            raise none_error("item", "2.13")
         if self.done:
             return
         # Only this thread appends and the drain only pops, so the length
@@ -108,8 +108,7 @@ class QueueSubscriber(Subscriber[Any]):
         Raises:
             TypeError: if ``error`` is ``None`` (rule 2.13).
         """
-        if error is None:
-            raise TypeError("on_error error must not be None (rule 2.13)")
+        require(error, "error", "2.13")
         if self.done:
             return
         if self._delay_error:
@@ -117,8 +116,11 @@ class QueueSubscriber(Subscriber[Any]):
             self.done = True
             self.parent._signal()
         else:
-            self.done = True
+            # The failure is recorded before this inner counts as done: a drain
+            # on another thread that finds it exhausted must also find the
+            # failure, or it would complete the downstream in its place.
             self.parent.fail(error)
+            self.done = True
 
     def on_complete(self) -> None:
         """Mark the upstream done and signal the parent's drain."""
@@ -160,10 +162,10 @@ class QueueSubscriber(Subscriber[Any]):
 
         Called on the upstream's thread; the queue is left to the drain.
         """
+        self.parent.fail(MissingBackpressureError(self.overflow_message()))  # before done: see on_error
         self.done = True
         if self.subscription is not None:
             self.subscription.cancel()
-        self.parent.fail(MissingBackpressureError(self.overflow_message()))
 
     def overflow_message(self) -> str:
         """What :class:`~flowpy.errors.MissingBackpressureError` says on overflow."""

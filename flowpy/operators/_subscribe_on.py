@@ -16,6 +16,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import Generic, TypeVar
 
+from flowpy._checks import none_error, require
 from flowpy._serial import SerialDrain
 from flowpy._signals import signal_subscribe
 from flowpy.executors import DEFAULT, Default, Executor, Task, resolve_execute
@@ -116,8 +117,7 @@ class _SubscribeOn(Subscriber[T], Subscription, Generic[T]):
         Raises:
             TypeError: if ``subscription`` is ``None`` (rule 2.13).
         """
-        if subscription is None:
-            raise TypeError("subscription must not be None (rule 2.13)")
+        require(subscription, "subscription", "2.13")
         if self._upstream is not None:
             subscription.cancel()  # rule 2.5
             return
@@ -138,7 +138,7 @@ class _SubscribeOn(Subscriber[T], Subscription, Generic[T]):
             TypeError: if ``item`` is ``None`` (rule 2.13).
         """
         if item is None:
-            raise TypeError("on_next item must not be None (rule 2.13)")
+            raise none_error("item", "2.13")
         self._signalling += 1
         try:
             if self._refused is None and not self._terminated:
@@ -154,8 +154,7 @@ class _SubscribeOn(Subscriber[T], Subscription, Generic[T]):
         Raises:
             TypeError: if ``error`` is ``None`` (rule 2.13).
         """
-        if error is None:
-            raise TypeError("on_error error must not be None (rule 2.13)")
+        require(error, "error", "2.13")
         if self._claim_terminal():
             self._downstream.on_error(error)
 

@@ -8,7 +8,7 @@ from collections import deque
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from flowpy._checks import require_positive_int
+from flowpy._checks import none_error, require, require_positive_int
 from flowpy.executors import Task
 from flowpy.flow import Subscriber, Subscription
 
@@ -76,8 +76,7 @@ class BatchingSubscriber(Subscriber[Item]):
         Raises:
             TypeError: if ``subscription`` is ``None`` (rule 2.13).
         """
-        if subscription is None:
-            raise TypeError("subscription must not be None (rule 2.13)")
+        require(subscription, "subscription", "2.13")
         with self._lock:
             duplicate = self._upstream is not None or self._stopped
             if not duplicate:
@@ -94,7 +93,7 @@ class BatchingSubscriber(Subscriber[Item]):
             TypeError: if ``item`` is ``None`` (rule 2.13).
         """
         if item is None:
-            raise TypeError("item must not be None (rule 2.13)")
+            raise none_error("item", "2.13")
         collecting = self._collecting  # upstream signals are serial (rule 1.3): no lock per row
         collecting.append(item)
         if len(collecting) < self._batch_size:
@@ -115,8 +114,7 @@ class BatchingSubscriber(Subscriber[Item]):
         Raises:
             TypeError: if ``error`` is ``None`` (rule 2.13).
         """
-        if error is None:
-            raise TypeError("error must not be None (rule 2.13)")
+        require(error, "error", "2.13")
         self._upstream_failed(error)
 
     def on_complete(self) -> None:

@@ -7,7 +7,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from flowpy._checks import require_positive_int
+from flowpy._checks import require, require_positive_int, require_subscriber
 from flowpy._signals import call_subscription
 from flowpy.executors import DEFAULT, Default, Executor, Task, resolve_execute
 from flowpy.flow import Processor, Subscriber
@@ -77,8 +77,7 @@ class SparkProcessor(BatchingSubscriber, Processor[Item, dict[str, Any]]):
                 ``max_batches_in_flight`` is not an int.
             ValueError: if ``batch_size`` or ``max_batches_in_flight`` is not positive.
         """
-        if spark is None:
-            raise TypeError("spark must not be None")
+        require(spark, "spark")
         if not callable(transform):
             raise TypeError(f"transform must be a callable DataFrame -> DataFrame, got {transform!r}")
         super().__init__(batch_size, resolve_execute(executor))
@@ -138,8 +137,7 @@ class SparkProcessor(BatchingSubscriber, Processor[Item, dict[str, Any]]):
         Raises:
             TypeError: if ``subscriber`` is ``None`` (rule 1.9).
         """
-        if subscriber is None:
-            raise TypeError("subscriber must not be None (rule 1.9)")
+        require_subscriber(subscriber)
         subscription = _ResultSubscription(subscriber, self._execute, self)
         with self._lock:
             if self._served:

@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, Literal, TypeVar, get_args
 
-from flowpy._checks import require_positive_int
+from flowpy._checks import require_positive_int, require_subscriber
 from flowpy.executors import DEFAULT, Default, Executor, Task, resolve_execute
 from flowpy.flow import Publisher, Subscriber
 from flowpy.spark._arrow import row_to_dict
@@ -169,8 +169,7 @@ class DataFramePublisher(Publisher[Any]):
         Raises:
             TypeError: if ``subscriber`` is ``None`` (rule 1.9).
         """
-        if subscriber is None:
-            raise TypeError("subscriber must not be None (rule 1.9)")
+        require_subscriber(subscriber)
         if self._mode == "arrow":
             source, convert = _encoded(self._df, self._max_rows), _decoded
         else:

@@ -14,26 +14,34 @@ Or run one from the command line: ``python -m flowpy.tck publisher MODULE:FACTOR
 The verifications target the Flow API (:mod:`flowpy.flow`); the
 ``ReactiveStreams*`` variants verify the Reactive Streams API
 (:mod:`flowpy.reactivestreams`) through :mod:`flowpy.adapters`.
+
+Dependency rule: ``flowpy.tck`` imports the standard library, its own
+modules and flowpy's API layer, and nothing else of flowpy. The API layer is
+:mod:`flowpy.flow`, :mod:`flowpy.reactivestreams`, :mod:`flowpy.adapters`,
+:mod:`flowpy.errors`, and the two leaf modules in which the API's own rules
+are written: ``flowpy._demand`` (what a valid ``request(n)`` is and how
+demand adds up, rules 3.9 and 3.17) and ``flowpy._checks`` (argument checks
+and their messages, rules 1.9 and 2.13). The API layer imports only the
+standard library and itself. The implementation (executors, submission,
+processors, sources, subscribers, operators, interop, spark) is never
+imported, so the kit can test any library, flowpy included, without sharing
+its code; the helper publisher runs on the kit's own pool
+(:mod:`flowpy.tck.executor`). ``tests/tck/test_dependency_rule.py`` enforces it.
+
+Modules, one concept each: ``environment`` (:class:`TestEnvironment`),
+``signals`` (:class:`Latch`, :class:`Promise`, :class:`Receptacle`),
+``subscribers`` (the test subscribers), ``manual_publisher``
+(:class:`ManualPublisher`), ``probes``, ``helper_publisher``
+(:class:`AsyncIterablePublisher`), ``executor``, ``skips``, one module per
+verification, ``reactive_streams`` (their Reactive Streams variants),
+``runner`` and ``cli``.
 """
 
 from flowpy.tck._base import WithHelperPublisher
-from flowpy.tck.environment import (
-    DEFAULT_TIMEOUT_MILLIS,
-    TEST_BUFFER_SIZE,
-    BlackholeSubscriberWithSubscriptionSupport,
-    Latch,
-    ManualPublisher,
-    ManualSubscriber,
-    ManualSubscriberWithSubscriptionSupport,
-    Promise,
-    Receptacle,
-    SubscriberBufferOverflowError,
-    TestEnvironment,
-    TestException,
-    TestSubscriber,
-)
+from flowpy.tck.environment import DEFAULT_TIMEOUT_MILLIS, TestEnvironment, TestException
 from flowpy.tck.helper_publisher import AsyncIterablePublisher
 from flowpy.tck.identity_processor import IdentityProcessorVerification
+from flowpy.tck.manual_publisher import ManualPublisher
 from flowpy.tck.probes import BlackboxProbe, BlackboxSubscriberProxy, SubscriberPuppet, WhiteboxSubscriberProbe
 from flowpy.tck.publisher_verification import PUBLISHER_UNABLE_TO_SIGNAL_ON_COMPLETE, PublisherVerification
 from flowpy.tck.reactive_streams import (
@@ -42,6 +50,7 @@ from flowpy.tck.reactive_streams import (
     ReactiveStreamsSubscriberBlackboxVerification,
     ReactiveStreamsSubscriberWhiteboxVerification,
 )
+from flowpy.tck.signals import TEST_BUFFER_SIZE, Latch, Promise, Receptacle, SubscriberBufferOverflowError
 from flowpy.tck.skips import (
     NOT_VERIFIED,
     SKIPPING_NO_ERROR_PUBLISHER_AVAILABLE,
@@ -54,6 +63,12 @@ from flowpy.tck.skips import (
 )
 from flowpy.tck.subscriber_blackbox import SubscriberBlackboxVerification
 from flowpy.tck.subscriber_whitebox import SubscriberWhiteboxVerification
+from flowpy.tck.subscribers import (
+    BlackholeSubscriberWithSubscriptionSupport,
+    ManualSubscriber,
+    ManualSubscriberWithSubscriptionSupport,
+    TestSubscriber,
+)
 
 __all__ = [
     "DEFAULT_TIMEOUT_MILLIS",

@@ -10,8 +10,8 @@ from collections.abc import Callable
 from typing import Any, ClassVar, TypeVar
 
 from flowpy import flow
-from flowpy.executors import DaemonThreadPool, Executor
 from flowpy.tck.environment import TestEnvironment
+from flowpy.tck.executor import DaemonPool, Executor
 from flowpy.tck.helper_publisher import helper_publisher
 from flowpy.tck.skips import NOT_VERIFIED, OPTIONAL_SKIP, SKIPPING_OPTIONAL_TEST_FAILED, SkipTest, skip
 
@@ -110,7 +110,7 @@ class WithHelperPublisher:
         ``teardown_class``. Override to use an executor of your own; the TCK
         then never shuts it down.
         """
-        pool = DaemonThreadPool(4, thread_name_prefix=f"flowpy-tck-{next(self._counter)}")
+        pool = DaemonPool(4, thread_name_prefix=f"flowpy-tck-{next(self._counter)}")
         with WithHelperPublisher._executors_lock:
             WithHelperPublisher._created.add(pool)
         return pool

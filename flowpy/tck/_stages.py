@@ -11,12 +11,9 @@ import threading
 from typing import Any, Generic, TypeVar
 
 from flowpy import flow
-from flowpy.tck.environment import (
-    ManualPublisher,
-    ManualSubscriberWithSubscriptionSupport,
-    TestEnvironment,
-    TestException,
-)
+from flowpy.tck.environment import TestEnvironment, TestException
+from flowpy.tck.manual_publisher import ManualPublisher
+from flowpy.tck.subscribers import ManualSubscriberWithSubscriptionSupport
 
 __all__ = [
     "NO_OP_SUBSCRIPTION",
@@ -34,6 +31,8 @@ LONG_MAX = 2**63 - 1
 
 class ElementStage(ManualPublisher[T], Generic[T]):
     """A manual publisher whose elements come from an infinite helper publisher."""
+
+    env: TestEnvironment  # the whole environment: a stage also subscribes (ManualPublisher needs less)
 
     def __init__(self, env: TestEnvironment, helper: flow.Publisher[T]) -> None:
         super().__init__(env)

@@ -23,8 +23,9 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Generic, TypeVar
 
 from flowpy import flow
+from flowpy._checks import require, require_positive_int, require_subscriber
 from flowpy._demand import add_demand, check_request
-from flowpy.executors import Executor, as_execute
+from flowpy.tck.executor import Executor, as_execute
 
 __all__ = ["AsyncIterablePublisher", "helper_publisher"]
 
@@ -47,22 +48,20 @@ class AsyncIterablePublisher(flow.Publisher[T]):
         iterable: the items; ``iter(iterable)`` is called once per subscriber,
             on the executor. If it raises, the subscriber gets ``on_subscribe``
             and then ``on_error`` with that exception.
-        executor: where the signals run (any flowpy executor).
+        executor: where the signals run: a ``concurrent.futures.Executor``, an
+            object with ``execute(fn)`` or a callable (:mod:`flowpy.tck.executor`).
         batch_size: the most items sent in one executor task.
 
     Raises:
-        TypeError: if ``iterable`` or ``executor`` is ``None``.
+        TypeError: if ``iterable`` or ``executor`` is ``None``, or ``batch_size`` is not an ``int``.
         ValueError: if ``batch_size < 1``.
     """
 
     def __init__(self, iterable: Iterable[T], executor: Executor, batch_size: int = DEFAULT_BATCH_SIZE) -> None:
-        if iterable is None:
-            raise TypeError("iterable must not be None")
-        if batch_size < 1:
-            raise ValueError(f"batch_size must be >= 1, got {batch_size!r}")
+        require(iterable, "iterable")
+        self._batch_size = require_positive_int(batch_size, "batch_size")
         self._iterable = iterable
         self._execute = as_execute(executor)
-        self._batch_size = batch_size
 
     def subscribe(self, subscriber: flow.Subscriber[T]) -> None:
         """Start a subscription; ``on_subscribe`` follows on the executor.
@@ -70,8 +69,7 @@ class AsyncIterablePublisher(flow.Publisher[T]):
         Raises:
             TypeError: if ``subscriber`` is ``None`` (rule 1.9).
         """
-        if subscriber is None:
-            raise TypeError("subscriber must not be None (rule 1.9)")
+        require_subscriber(subscriber)
         _IterableSubscription(self, subscriber).signal(_SUBSCRIBE)
 
     def __repr__(self) -> str:

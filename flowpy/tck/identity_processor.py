@@ -15,17 +15,13 @@ from typing import Any, TypeVar
 from flowpy import flow
 from flowpy.tck._base import Verification, WithHelperPublisher, verification_tests
 from flowpy.tck._stages import LONG_MAX, ElementStage
-from flowpy.tck.environment import (
-    TEST_BUFFER_SIZE,
-    ManualSubscriber,
-    ManualSubscriberWithSubscriptionSupport,
-    Receptacle,
-    TestEnvironment,
-)
+from flowpy.tck.environment import TestEnvironment
 from flowpy.tck.probes import SubscriberPuppet, WhiteboxSubscriberProbe
 from flowpy.tck.publisher_verification import PublisherConfiguration, PublisherVerification
+from flowpy.tck.signals import TEST_BUFFER_SIZE, Receptacle
 from flowpy.tck.skips import SKIPPING_TOO_FEW_SUBSCRIBERS, skip
 from flowpy.tck.subscriber_whitebox import SubscriberWhiteboxVerification
+from flowpy.tck.subscribers import ManualSubscriber, ManualSubscriberWithSubscriptionSupport
 
 __all__ = ["IdentityProcessorVerification"]
 

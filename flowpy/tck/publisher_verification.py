@@ -29,14 +29,8 @@ from typing import Generic, TypeVar
 
 from flowpy import flow
 from flowpy.tck._base import Verification
-from flowpy.tck.environment import (
-    BlackholeSubscriberWithSubscriptionSupport,
-    Latch,
-    ManualSubscriber,
-    ManualSubscriberWithSubscriptionSupport,
-    TestEnvironment,
-    TestSubscriber,
-)
+from flowpy.tck.environment import TestEnvironment
+from flowpy.tck.signals import Latch
 from flowpy.tck.skips import (
     SKIPPING_NO_ERROR_PUBLISHER_AVAILABLE,
     SKIPPING_STOCHASTIC_TEST,
@@ -44,6 +38,12 @@ from flowpy.tck.skips import (
     SKIPPING_UNABLE_TO_COMPLETE,
     SkipTest,
     skip,
+)
+from flowpy.tck.subscribers import (
+    BlackholeSubscriberWithSubscriptionSupport,
+    ManualSubscriber,
+    ManualSubscriberWithSubscriptionSupport,
+    TestSubscriber,
 )
 
 __all__ = ["PUBLISHER_UNABLE_TO_SIGNAL_ON_COMPLETE", "PublisherVerification"]

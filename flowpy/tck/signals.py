@@ -1,8 +1,10 @@
 """Latch, Promise and Receptacle: how the TCK waits for signals from other threads.
 
-Each reports a broken expectation by flopping on its
-:class:`~flowpy.tck.environment.TestEnvironment` and, where the test cannot
-go on, by raising the same :class:`AssertionError`.
+Each reports a broken expectation by flopping on its environment and, where
+the test cannot go on, by raising the same :class:`AssertionError`. The
+environment is seen through :class:`Environment`, the part of
+:class:`~flowpy.tck.TestEnvironment` that the waiting helpers and the test
+doubles use: this module sits below the environment and does not import it.
 """
 
 from __future__ import annotations
@@ -10,12 +12,9 @@ from __future__ import annotations
 import queue
 import threading
 import time
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import Any, Generic, NoReturn, Protocol, TypeVar
 
-if TYPE_CHECKING:
-    from flowpy.tck.environment import TestEnvironment
-
-__all__ = ["TEST_BUFFER_SIZE", "Latch", "Promise", "Receptacle", "SubscriberBufferOverflowError"]
+__all__ = ["TEST_BUFFER_SIZE", "Environment", "Latch", "Promise", "Receptacle", "SubscriberBufferOverflowError"]
 
 T = TypeVar("T")
 E = TypeVar("E", bound=BaseException)
@@ -27,6 +26,33 @@ _END = object()  # end-of-stream marker in a Receptacle's queue
 _TIMEOUT = object()  # returned by Receptacle._poll when nothing arrived in time
 
 
+class Environment(Protocol):
+    """What the waiting helpers and the test doubles need of their environment.
+
+    :class:`~flowpy.tck.TestEnvironment` is the one the TCK passes; the
+    members below are documented there.
+    """
+
+    @property
+    def default_timeout_millis(self) -> int: ...
+
+    @property
+    def default_no_signals_timeout_millis(self) -> int: ...
+
+    @property
+    def default_poll_timeout_millis(self) -> int: ...
+
+    def flop(self, message: str, error: BaseException | None = None) -> None: ...
+
+    def flop_and_fail(self, message: str) -> NoReturn: ...
+
+    def flop_and_raise_first(self, message: str) -> NoReturn: ...
+
+    def expect_async_error(self, total_timeout_millis: int, poll_millis: int) -> BaseException | None: ...
+
+    def debug(self, message: str) -> None: ...
+
+
 class SubscriberBufferOverflowError(RuntimeError):
     """A test subscriber received more elements than its receptacle holds."""
 
@@ -34,7 +60,7 @@ class SubscriberBufferOverflowError(RuntimeError):
 class Latch:
     """A one-shot gate that can be re-opened; flops instead of raising."""
 
-    def __init__(self, env: TestEnvironment) -> None:
+    def __init__(self, env: Environment) -> None:
         self._env = env
         self._event = threading.Event()
 
@@ -71,14 +97,14 @@ class Latch:
 class Promise(Generic[T]):
     """A value assigned once, possibly on another thread."""
 
-    def __init__(self, env: TestEnvironment) -> None:
+    def __init__(self, env: Environment) -> None:
         self._env = env
         self._event = threading.Event()
         self._lock = threading.Lock()
         self._value: T | None = None  # set once, before self._event
 
     @classmethod
-    def completed(cls, env: TestEnvironment, value: T) -> Promise[T]:
+    def completed(cls, env: Environment, value: T) -> Promise[T]:
         """Return a promise already holding ``value``."""
         promise: Promise[T] = cls(env)
         promise.complete(value)
@@ -133,7 +159,7 @@ class Receptacle(Generic[T]):
 
     QUEUE_SIZE = 2 * TEST_BUFFER_SIZE
 
-    def __init__(self, env: TestEnvironment) -> None:
+    def __init__(self, env: Environment) -> None:
         self._env = env
         self._queue: queue.Queue[Any] = queue.Queue(self.QUEUE_SIZE + 1)
         self._completed = Latch(env)

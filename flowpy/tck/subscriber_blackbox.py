@@ -20,8 +20,9 @@ from flowpy.tck._stages import (
     null_signal_check,
     terminal_signal_check,
 )
-from flowpy.tck.environment import Latch, TestEnvironment, TestException
+from flowpy.tck.environment import TestEnvironment, TestException
 from flowpy.tck.probes import BlackboxProbe, BlackboxSubscriberProxy
+from flowpy.tck.signals import Latch
 
 __all__ = ["BlackboxTestStage", "SubscriberBlackboxVerification"]
 

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from typing import Any
 
+import pytest
 from hypothesis import strategies as st
 
 from flowpy.flow import Publisher, Subscriber, Subscription
+from flowpy.operators._merge import _Coordinator
 from tests.support import Recorder
 
 WAIT = 10.0  # seconds; only ever reached when a test is about to fail
@@ -99,3 +102,17 @@ patterns = st.lists(st.integers(min_value=1, max_value=7), max_size=12)
 
 items_lists = st.lists(st.integers(min_value=-50, max_value=50), max_size=40)
 """Random inputs."""
+
+
+def before_each_failure(monkeypatch: pytest.MonkeyPatch, action: Callable[[_Coordinator[Any]], object]) -> None:
+    """Run ``action(coordinator)`` whenever a merge coordinator is told of a failure, just before it records it.
+
+    What another thread may do in that window (a drain pass, a request), forced.
+    """
+    fail = _Coordinator.fail
+
+    def fail_after_action(self: _Coordinator[Any], error: BaseException) -> None:
+        action(self)
+        fail(self, error)
+
+    monkeypatch.setattr(_Coordinator, "fail", fail_after_action)

@@ -7,8 +7,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from flowpy import operators
+from flowpy.flow import Publisher
 from flowpy.sources import RangePublisher, just
-from tests.operators.conftest import WAIT, Spy, drive, patterns
+from tests.operators.conftest import WAIT, Spy, before_each_failure, drive, patterns
+from tests.sources_helpers import SpyPublisher
 from tests.support import Recorder
 
 
@@ -90,3 +92,35 @@ def test_flat_map_contains_every_inner_item_under_any_pattern(sizes: list[int], 
     )
     expected = [i * 10 + k for i, size in enumerate(sizes) for k in range(size)]
     assert sorted(recorder.items) == sorted(expected)
+
+
+def test_a_source_error_is_never_completed_by_a_drain_that_runs_while_it_is_recorded(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    before_each_failure(monkeypatch, lambda coordinator: coordinator._signal())
+    source = SpyPublisher()
+    recorder = Recorder()
+    operators.flat_map(source, just).subscribe(recorder)
+    recorder.request(1)
+    assert source.subscriber is not None
+    source.subscriber.on_error(KeyError("source"))
+    assert not recorder.completed
+    assert isinstance(recorder.error, KeyError)
+
+
+def test_a_raising_function_is_never_completed_by_a_drain_that_runs_while_it_is_recorded(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    def fail(item: int) -> Publisher[int]:
+        raise KeyError(item)
+
+    before_each_failure(monkeypatch, lambda coordinator: coordinator._signal())
+    source = SpyPublisher()
+    recorder = Recorder()
+    operators.flat_map(source, fail).subscribe(recorder)
+    recorder.request(1)
+    assert source.subscriber is not None
+    source.subscriber.on_next(1)
+    assert not recorder.completed
+    assert isinstance(recorder.error, KeyError)
+    assert source.cancelled.is_set()

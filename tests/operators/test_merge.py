@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from flowpy import operators
 from flowpy.errors import MissingBackpressureError
 from flowpy.sources import RangePublisher, error, just
-from tests.operators.conftest import WAIT, Spy, drive, items_lists, patterns
+from tests.operators.conftest import WAIT, Spy, before_each_failure, drive, items_lists, patterns
 from tests.sources_helpers import SpyPublisher
 from tests.support import Recorder
 
@@ -45,6 +45,37 @@ def test_merge_error_cancels_the_other_sources() -> None:
     operators.merge(spy, error(KeyError("x"))).subscribe(recorder)
     assert isinstance(recorder.error, KeyError)
     assert spy.subscription.cancelled.is_set()
+
+
+def test_an_inner_error_is_never_completed_by_a_drain_that_runs_while_it_is_recorded(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # An inner's on_error may arrive on a producer thread while another
+    # thread's drain pass runs: such a pass must not find the inner exhausted
+    # without the failure and complete the downstream.
+    before_each_failure(monkeypatch, lambda coordinator: coordinator._signal())
+    source = SpyPublisher()
+    recorder = Recorder()
+    operators.merge(source).subscribe(recorder)
+    recorder.request(1)
+    assert source.subscriber is not None
+    source.subscriber.on_error(KeyError("inner"))
+    assert not recorder.completed
+    assert isinstance(recorder.error, KeyError)
+
+
+def test_an_overflowing_inner_is_never_completed_by_a_request_that_drains_it_meanwhile(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    source = SpyPublisher()
+    recorder = Recorder()
+    operators.merge(source, prefetch=2).subscribe(recorder)
+    before_each_failure(monkeypatch, lambda coordinator: recorder.request(2))
+    assert source.subscriber is not None
+    for item in range(3):
+        source.subscriber.on_next(item)
+    assert not recorder.completed
+    assert isinstance(recorder.error, MissingBackpressureError)
 
 
 def test_merge_source_over_prefetch_signals_missing_backpressure() -> None:

@@ -46,7 +46,7 @@ def test_raising_iterator_signals_on_error_after_items() -> None:
 
 
 def test_batch_size_below_one_raises() -> None:
-    with pytest.raises(ValueError, match=r"^batch_size must be >= 1, got 0$"):
+    with pytest.raises(ValueError, match=r"^batch_size must be positive, got 0$"):
         AsyncIterablePublisher(range(1), direct_executor, batch_size=0)
 
 

@@ -1,0 +1,167 @@
+"""flowpy._checks: every argument check, the values it accepts and refuses, and its exact message."""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from flowpy import _checks
+from flowpy._checks import (
+    none_error,
+    require,
+    require_callable,
+    require_callable_or_none,
+    require_int,
+    require_non_negative_int,
+    require_positive_int,
+    require_publisher,
+    require_subscriber,
+)
+from flowpy.sources import RangePublisher
+from flowpy.subscribers import LambdaSubscriber
+
+
+class _Int(int):
+    """An int subclass other than bool: an int."""
+
+
+def test_none_error_names_the_argument_and_the_rule_when_one_applies() -> None:
+    error = none_error("item", "2.13")
+    assert type(error) is TypeError
+    assert str(error) == "item must not be None (rule 2.13)"
+    assert str(none_error("fn")) == "fn must not be None"
+
+
+@pytest.mark.parametrize("value", [0, "", False, [], object()])
+def test_require_accepts_anything_but_none(value: object) -> None:
+    require(value, "value")
+    require(value, "value", "2.13")
+
+
+@pytest.mark.parametrize(
+    ("rule", "message"),
+    [("", r"^error must not be None$"), ("2.13", r"^error must not be None \(rule 2\.13\)$")],
+)
+def test_require_refuses_none(rule: str, message: str) -> None:
+    with pytest.raises(TypeError, match=message):
+        require(None, "error", rule)
+
+
+def test_require_subscriber_refuses_none_citing_rule_1_9() -> None:
+    require_subscriber(LambdaSubscriber(print))
+    require_subscriber(object())  # only None is refused here; the type is the caller's contract
+    with pytest.raises(TypeError, match=r"^subscriber must not be None \(rule 1\.9\)$"):
+        require_subscriber(None)
+
+
+@pytest.mark.parametrize("value", [0, -3, 2**63, _Int(5)])
+def test_require_int_returns_an_int(value: int) -> None:
+    assert require_int(value, "n") is value
+
+
+@pytest.mark.parametrize(
+    ("value", "shown"),
+    [(True, "True"), (False, "False"), (1.0, "1.0"), ("1", "'1'"), (None, "None")],
+)
+def test_require_int_refuses_bool_float_str_and_none(value: object, shown: str) -> None:
+    with pytest.raises(TypeError, match=rf"^n must be an int, got {shown}$"):
+        require_int(value, "n")
+
+
+@pytest.mark.parametrize("value", [1, 256, 2**63 - 1, _Int(1)])
+def test_require_positive_int_returns_a_positive_int(value: int) -> None:
+    assert require_positive_int(value, "capacity") is value
+
+
+@pytest.mark.parametrize(
+    ("value", "error", "message"),
+    [
+        (0, ValueError, r"^capacity must be positive, got 0$"),
+        (-1, ValueError, r"^capacity must be positive, got -1$"),
+        (True, TypeError, r"^capacity must be an int, got True$"),
+        (2.0, TypeError, r"^capacity must be an int, got 2\.0$"),
+    ],
+)
+def test_require_positive_int_refuses(value: object, error: type[Exception], message: str) -> None:
+    with pytest.raises(error, match=message):
+        require_positive_int(value, "capacity")
+
+
+@pytest.mark.parametrize("value", [0, 1, 2**63, _Int(0)])
+def test_require_non_negative_int_returns_an_int_of_at_least_zero(value: int) -> None:
+    assert require_non_negative_int(value, "count") is value
+
+
+@pytest.mark.parametrize(
+    ("value", "error", "message"),
+    [
+        (-1, ValueError, r"^count must be non-negative, got -1$"),
+        (False, TypeError, r"^count must be an int, got False$"),
+        ("0", TypeError, r"^count must be an int, got '0'$"),
+    ],
+)
+def test_require_non_negative_int_refuses(value: object, error: type[Exception], message: str) -> None:
+    with pytest.raises(error, match=message):
+        require_non_negative_int(value, "count")
+
+
+@pytest.mark.parametrize("fn", [print, lambda: None, int, LambdaSubscriber(print).on_next])
+def test_require_callable_accepts_callables(fn: Callable[..., Any]) -> None:
+    require_callable(fn, "fn")
+    require_callable_or_none(fn, "fn")
+
+
+@pytest.mark.parametrize(("fn", "shown"), [(None, "None"), (3, "3"), ("print", "'print'")])
+def test_require_callable_refuses_what_cannot_be_called(fn: object, shown: str) -> None:
+    with pytest.raises(TypeError, match=rf"^fn must be callable, got {shown}$"):
+        require_callable(fn, "fn")
+
+
+def test_require_callable_or_none_accepts_none_and_refuses_the_rest() -> None:
+    require_callable_or_none(None, "handler")
+    with pytest.raises(TypeError, match=r"^handler must be callable or None, got 3$"):
+        require_callable_or_none(3, "handler")
+
+
+def test_require_publisher_accepts_what_has_subscribe() -> None:
+    require_publisher(RangePublisher(0, 1))
+
+    class Duck:
+        def subscribe(self, subscriber: object) -> None:
+            raise AssertionError("not called by the check")
+
+    require_publisher(Duck(), "source")
+
+
+class _NotCallableSubscribe:
+    subscribe = 1
+
+    def __repr__(self) -> str:
+        return "<subscribe is no method>"
+
+
+@pytest.mark.parametrize(
+    ("value", "shown"), [(None, "None"), ([1], r"\[1\]"), (_NotCallableSubscribe(), "<subscribe is no method>")]
+)
+def test_require_publisher_refuses_what_cannot_be_subscribed_to(value: object, shown: str) -> None:
+    with pytest.raises(TypeError, match=rf"^source must be a Publisher, got {shown}$"):
+        require_publisher(value, "source")
+    with pytest.raises(TypeError, match=r"^publisher must be a Publisher, got "):
+        require_publisher(value)
+
+
+def test_every_public_check_is_tested_here() -> None:
+    tested = {name for name in globals() if name in _checks.__all__}
+    assert tested == set(_checks.__all__)
+
+
+def test_checks_import_nothing_from_flowpy() -> None:
+    tree = ast.parse(Path(_checks.__file__).read_text(encoding="utf-8"))
+    imported = [
+        node.module or "" for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)
+    ] + [alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names]
+    assert [name for name in imported if name.startswith("flowpy")] == []
