@@ -274,8 +274,9 @@ class ParquetSink(BatchingSubscriber):
     counts items. The sink requests ``batch_size`` items, converts a full
     batch to one Arrow table (rows column by column, columnar items as they
     are), and writes it as one Parquet file that appears in ``path`` by one
-    rename; only after that commit does it request the next batch. So at most ``batch_size`` items are outstanding, and Spark's write
-    speed is the backpressure: a producer submitting to a bounded publisher
+    rename; only after that commit does it request the next batch. So at
+    most ``batch_size`` items are outstanding, and the write speed is the
+    backpressure: a producer submitting to a bounded publisher
     blocks while a write is under way. On ``on_complete`` the last, partial
     batch is written and :attr:`result` gets the :class:`SinkStats`.
 
