@@ -267,7 +267,7 @@ def choose_writer(spark: SparkSession, path: str, writer: SinkWriter) -> Literal
 
 
 class ParquetSink(BatchingSubscriber):
-    """Writes the items it receives to Parquet, ``batch_size`` items per Spark write.
+    """Writes the items it receives to Parquet, ``batch_size`` items per file.
 
     An item is a row (a mapping) or a columnar batch of many rows (a
     ``pyarrow.RecordBatch`` or ``Table``, or a ``pandas.DataFrame``); demand
