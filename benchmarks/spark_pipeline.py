@@ -9,8 +9,9 @@ all cases alternating; the table gives median rows/s and the ratios:
   Arrow record batches to a SubmissionPublisher, a ParquetSink commits them)
   against Spark alone (read the same flights from CSV with the schema given,
   write Parquet in one job);
-* ``spark.range(N)`` into Parquet: DataFramePublisher in Arrow mode feeding a
-  ParquetSink, against ``df.write.parquet``;
+* ``spark.range(N)`` into Parquet (N = 5,000,000 by default): DataFramePublisher
+  in Arrow mode feeding a ParquetSink (its pyarrow writer, or ``--writer``),
+  against ``df.write.parquet``;
 * the same range pipeline on a Spark Connect session (a Connect server this
   program starts on 127.0.0.1, running Spark the same way) against classic.
 
@@ -68,9 +69,9 @@ def csv_alone(spark: Any, csv: str, output: str, rows: int) -> int:
 
 
 def range_pipeline(spark: Any, rows: int, output: str, args: Any) -> int:
-    """spark.range(rows) -> DataFramePublisher (Arrow mode) -> ParquetSink."""
+    """spark.range(rows) -> DataFramePublisher (Arrow mode) -> ParquetSink (``--writer``)."""
     df = spark.range(rows)
-    sink = ParquetSink(spark, output, batch_size=args.range_files_batches, mode="overwrite")
+    sink = ParquetSink(spark, output, batch_size=args.range_files_batches, mode="overwrite", writer=args.writer)
     DataFramePublisher(df, mode="arrow", max_rows_per_batch=args.arrow_batch).subscribe(sink)
     return sink.result.result().rows
 
@@ -94,7 +95,8 @@ class _ConnectChild:
 
     def __init__(self, url: str, args: Any) -> None:
         command = [sys.executable, __file__, "--connect-child", url, "--rows", str(args.rows),
-                   "--arrow-batch", str(args.arrow_batch), "--range-files-batches", str(args.range_files_batches)]
+                   "--arrow-batch", str(args.arrow_batch), "--range-files-batches", str(args.range_files_batches),
+                   "--writer", args.writer]
         self._child = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
 
     def run(self, case: str, output: str) -> int:
@@ -134,6 +136,8 @@ def main() -> None:
     parser.add_argument("--producers", type=int, default=2)
     parser.add_argument("--arrow-batch", type=int, default=10_000, help="rows per record batch from the publisher")
     parser.add_argument("--range-files-batches", type=int, default=100, help="record batches per Parquet file")
+    parser.add_argument("--writer", choices=("auto", "spark", "pyarrow"), default="pyarrow",
+                        help="the range pipeline's ParquetSink writer (pyarrow: the server shares this machine)")
     parser.add_argument("--standalone", action="store_true", help="run Spark on a standalone master and worker")
     parser.add_argument("--no-connect", action="store_true", help="leave out the Spark Connect cases")
     parser.add_argument("--connect-child", help=argparse.SUPPRESS)
@@ -198,7 +202,8 @@ def run_cases(args: Any, scratch: Path, master: str, connect_url: str | None) ->
     medians = {name: statistics.median(values) for name, values in rates.items()}
     print_table(
         f"median of {args.repetitions}, {master}, flights batch {args.batch_size:,} in record batches of "
-        f"{args.chunk:,}, range of {args.rows:,} in record batches of {args.arrow_batch:,}",
+        f"{args.chunk:,}, range of {args.rows:,} in record batches of {args.arrow_batch:,}, "
+        f"range sink writer {args.writer}",
         list(medians.items()),
         {},
     )

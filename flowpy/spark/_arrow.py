@@ -118,6 +118,11 @@ class ArrowBatches:
         """The Spark schema given at construction, if any."""
         return self._struct
 
+    @property
+    def arrow_schema(self) -> pa.Schema | None:
+        """The stream's Arrow schema: the given one, or the one the first fully typed batch fixed."""
+        return self._arrow_schema
+
     def dataframe(self, items: Sequence[Any]) -> DataFrame:
         """Return ``items`` as a Spark DataFrame, built from one Arrow table."""
         return self.frame(self.table(items))

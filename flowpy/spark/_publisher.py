@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import contextlib
 import itertools
-from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any, Literal, get_args
+import threading
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import TYPE_CHECKING, Any, Literal, TypeVar, get_args
 
 from flowpy._checks import require_positive_int, require_subscriber
 from flowpy.executors import DEFAULT, Default, Executor, Task, resolve_execute
@@ -14,18 +16,48 @@ from flowpy.spark._arrow import row_to_dict
 from flowpy.spark._pull import END, Pulled, PullSubscription
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
-
     import pyarrow as pa
-    from pyspark.sql import DataFrame
+    from pyspark.sql import DataFrame, SparkSession
 
 __all__ = ["DataFramePublisher", "PublishMode"]
 
 PublishMode = Literal["rows", "arrow"]
 """What a :class:`DataFramePublisher` sends: one dict per row, or ``pyarrow.RecordBatch`` items."""
 
+T = TypeVar("T")
+
 _tags = itertools.count()
 _NOTHING: Any = object()
+
+# Spark work is tagged per thread: a classic session keys a tag by the JVM
+# thread that added it (PySpark pins each Python thread to one JVM thread),
+# tags the jobs started from work that thread began (the thread serving
+# toLocalIterator inherits them), and interruptTag looks the tag up on the
+# calling thread only. So the read is opened, and later interrupted, on one
+# thread of the process: the tagging thread. Each call adds the tag, runs,
+# and removes it again, so work of another subscription never carries it.
+# (A Spark Connect client sends the tag with the request and interrupts by
+# name from any thread; the same calls serve it.)
+_tagging: ThreadPoolExecutor | None = None
+_tagging_lock = threading.Lock()  # guards the creation of _tagging
+
+
+def _on_tagging_thread(spark: SparkSession, tag: str, call: Callable[[], T]) -> Future[T]:
+    """Run ``call`` with ``tag`` added, on the process's one tagging thread."""
+    global _tagging
+    with _tagging_lock:
+        if _tagging is None:
+            _tagging = ThreadPoolExecutor(1, thread_name_prefix="flowpy-spark-tags")
+        tagging = _tagging
+
+    def tagged() -> T:
+        spark.addTag(tag)
+        try:
+            return call()
+        finally:
+            spark.removeTag(tag)
+
+    return tagging.submit(tagged)
 _ARROW_COLUMN = "arrow_ipc"  # the one binary column of the encoded DataFrame
 
 
@@ -173,11 +205,16 @@ class _PartitionSubscription(PullSubscription[Any]):
     def _open(self) -> Any:
         """Open the iterator and read its first row, with this subscription's tag on the Spark work."""
         spark = self._df.sparkSession
-        # The tag applies to the work this thread starts: the query is sent (on
-        # Spark Connect) or its first job submitted (classic) by the first next().
+        # A classic session starts the jobs from a JVM thread that toLocalIterator
+        # creates, and that inherits the tags of the thread opening it: open on the
+        # tagging thread, where _interrupt finds the tag. A Connect client sends the
+        # query with the first next(), with the tags of the thread calling it.
+        opened = _on_tagging_thread(spark, self._tag, lambda: self._df.toLocalIterator(self._prefetch))
+        self._rows = iter(opened.result())
+        if self.cancelled:  # its interrupt may have run before the open: start no job
+            return END  # dropped by the drain, which sees the cancel (rule 3.12)
         spark.addTag(self._tag)
         try:
-            self._rows = iter(self._df.toLocalIterator(prefetchPartitions=self._prefetch))
             return next(self._rows, END)
         finally:
             spark.removeTag(self._tag)
@@ -204,8 +241,10 @@ class _PartitionSubscription(PullSubscription[Any]):
 
     def _interrupt(self) -> None:
         # Harmless when nothing runs: the tag belongs to this subscription alone.
-        with contextlib.suppress(Exception):
-            self._df.sparkSession.interruptTag(self._tag)
+        # Queued behind an open of this subscription under way, so it cannot miss it.
+        spark = self._df.sparkSession
+        with contextlib.suppress(Exception):  # a stopped session, or an interpreter shutting down
+            _on_tagging_thread(spark, self._tag, lambda: spark.interruptTag(self._tag))
 
     def _release(self) -> None:
         rows, self._rows = self._rows, None

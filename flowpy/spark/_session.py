@@ -58,6 +58,15 @@ appender.console.layout.pattern = %d{HH:mm:ss} %p %c{1}: %m%n%ex
 # unless Spark's loggers are configured, at the root's level.
 logger.spark.name = org.apache.spark
 logger.spark.level = error
+# A task that ends early (a cancelled read, a failed write) logs "Aborting task"
+# with the exception; the same exception reaches the caller, which reports it
+# (or, for a cancel the subscriber asked for, rightly does not).
+logger.utils.name = org.apache.spark.util.Utils
+logger.utils.level = error
+logger.utils.filter.aborting.type = RegexFilter
+logger.utils.filter.aborting.regex = Aborting task.*
+logger.utils.filter.aborting.onMatch = DENY
+logger.utils.filter.aborting.onMismatch = NEUTRAL
 """
 
 _INSTALL_PYSPARK = "install it with: pip install 'flowpy[spark]'"

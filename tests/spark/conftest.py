@@ -108,7 +108,10 @@ class _Sessions:
         if self._connect is None:
             self._stop_classic()  # one classic context per process; the Connect client needs none
             try:
-                self.connect_url = start_connect_server(self._scratch, self._processes, master="local[2]")
+                # On the standalone cluster, whose worker the classic session just left:
+                # Connect clients of a real cluster, executors in their own JVMs.
+                master = self._standalone()
+                self.connect_url = start_connect_server(self._scratch, self._processes, master=master)
             except RuntimeError as exc:
                 pytest.fail(str(exc))
             from flowpy.spark import local_session

@@ -83,3 +83,47 @@ class HandUpstream(Publisher[Any], Subscription):
     def fail(self, error: BaseException) -> None:
         assert self.subscriber is not None
         self.subscriber.on_error(error)
+
+
+class TasksStarted:
+    """A listening socket on 127.0.0.1 that Spark tasks connect to when they start: a test waits on real events.
+
+    :meth:`slow_ids` gives a DataFrame of ``partitions`` partitions whose
+    task connects here at its first row, then takes 10 ms a row, so that a
+    partition of the half-billion rows runs for days unless interrupted.
+    """
+
+    def __init__(self) -> None:
+        import socket
+
+        self._server = socket.create_server(("127.0.0.1", 0))
+        self.port: int = self._server.getsockname()[1]
+
+    def slow_ids(self, spark: Any, partitions: int = 2) -> Any:
+        from pyspark.sql.functions import udf
+
+        rows = 10**9
+        firsts = {rows * p // partitions for p in range(partitions)}  # the first id of each partition
+        port = self.port
+
+        @udf("long")
+        def slow(value):  # type: ignore[no-untyped-def]  # unannotated: Spark infers UDF kinds from hints
+            import socket
+            import time
+
+            if value in firsts:
+                socket.create_connection(("127.0.0.1", port), timeout=30).close()
+            time.sleep(0.01)
+            return value
+
+        return spark.range(0, rows, 1, partitions).select(slow("id").alias("id"))
+
+    def wait_for(self, count: int, timeout: float = 60) -> None:
+        """Wait until ``count`` tasks have started."""
+        self._server.settimeout(timeout)
+        for _ in range(count):
+            connection, _ = self._server.accept()
+            connection.close()
+
+    def close(self) -> None:
+        self._server.close()

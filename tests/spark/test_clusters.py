@@ -7,7 +7,6 @@ the same code and the same assertions for all three.
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +15,7 @@ import pytest
 from flowpy.spark import DataFramePublisher, ParquetSink, SparkProcessor, is_connect, publish_stream
 from flowpy.spark.job import run
 from flowpy.submission import SubmissionPublisher
-from tests.spark.helpers import Arrivals
+from tests.spark.helpers import Arrivals, TasksStarted
 from tests.support import Recorder
 
 SCHEMA = "id BIGINT, name STRING"
@@ -27,11 +26,17 @@ def _rows(start: int, stop: int) -> list[dict[str, Any]]:
 
 
 @pytest.mark.timeout(180)
-def test_sink_writes_rows_and_record_batches_on_every_session(any_spark: Any, tmp_path: Path) -> None:
+def test_sink_writes_rows_and_record_batches_on_every_session(
+    any_spark: Any, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
     import pyarrow as pa
 
     out = str(tmp_path / "out")
     sink = ParquetSink(any_spark, out, batch_size=3, schema=SCHEMA)
+    # This process writes the files itself only where it runs Spark's executors too.
+    assert sink.writer == {"local": "pyarrow", "standalone": "spark", "connect": "spark"}[
+        request.node.callspec.params["any_spark"]
+    ]
     with SubmissionPublisher[Any](max_buffer_capacity=4) as publisher:
         publisher.subscribe(sink)
         for row in _rows(0, 4):
@@ -97,22 +102,16 @@ def test_publisher_cancel_interrupts_the_query_on_connect(spark_sessions: Any) -
     """The query under way is interrupted by its tag: the server's two cores are free again at once."""
     connect = spark_sessions.get("connect")
     assert is_connect(connect)
-    from pyspark.sql.functions import udf
-
-    @udf("long")
-    def slow(value):  # type: ignore[no-untyped-def]
-        import time
-
-        time.sleep(0.01)  # both partitions run for hours unless the query is interrupted
-        return value
-
-    recorder = Recorder(initial=1)
-    DataFramePublisher(connect.range(0, 10**9, 1, 2).select(slow("id").alias("id"))).subscribe(recorder)
-    assert recorder.subscribed.wait(60)
-    time.sleep(3)  # let both tasks start on the server: the client sees no notification of that
-    recorder.cancel()
-    assert connect.range(10).count() == 10  # would wait for the slow tasks if they still held the cores
-    assert recorder.items == [] and not recorder.done.is_set(), recorder.error
+    started = TasksStarted()
+    try:
+        recorder = Recorder(initial=1)
+        DataFramePublisher(started.slow_ids(connect)).subscribe(recorder)
+        started.wait_for(2, timeout=120)  # both partitions' tasks run on the server: hours of work each
+        recorder.cancel()
+        assert connect.range(10).count() == 10  # would wait for the slow tasks if they still held the cores
+        assert recorder.items == [] and not recorder.done.is_set(), recorder.error
+    finally:
+        started.close()
 
 
 @pytest.mark.spark_cluster("connect")

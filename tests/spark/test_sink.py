@@ -14,6 +14,7 @@ from flowpy.submission import SubmissionPublisher
 from tests.spark.helpers import HandUpstream
 
 SCHEMA = "id BIGINT, name STRING, score DOUBLE"
+WRITERS = ("spark", "pyarrow")
 
 
 def _rows(start: int, stop: int) -> list[dict[str, Any]]:
@@ -40,10 +41,12 @@ def _leftovers(path: Path) -> list[str]:
     )
 
 
-def _fed_by_hand(spark: Any, out: Path, batch_size: int, full_batches: int) -> tuple[ParquetSink, HandUpstream]:
+def _fed_by_hand(
+    spark: Any, out: Path, batch_size: int, full_batches: int, writer: Any = "auto"
+) -> tuple[ParquetSink, HandUpstream]:
     """A sink fed ``full_batches`` full batches by hand, checking each request came after the last commit."""
     upstream = HandUpstream()
-    sink = ParquetSink(spark, str(out), batch_size=batch_size, schema=SCHEMA)
+    sink = ParquetSink(spark, str(out), batch_size=batch_size, schema=SCHEMA, writer=writer)
     upstream.subscribe(sink)
     for batch in range(full_batches):
         upstream.wait_for_requests(batch + 1)
@@ -56,9 +59,10 @@ def _fed_by_hand(spark: Any, out: Path, batch_size: int, full_batches: int) -> t
 
 
 @pytest.mark.timeout(90)
-def test_sink_round_trip_writes_every_row_once(spark: Any, tmp_path: Path) -> None:
+@pytest.mark.parametrize("writer", WRITERS)
+def test_sink_round_trip_writes_every_row_once(spark: Any, tmp_path: Path, writer: Any) -> None:
     out = tmp_path / "out"
-    sink = ParquetSink(spark, str(out), batch_size=1_000, schema=SCHEMA)
+    sink = ParquetSink(spark, str(out), batch_size=1_000, schema=SCHEMA, writer=writer)
     with SubmissionPublisher[dict[str, Any]](max_buffer_capacity=64) as publisher:
         publisher.subscribe(sink)
         for row in _rows(0, 2_500):
@@ -85,15 +89,16 @@ def test_sink_slow_write_blocks_submit_instead_of_buffering(
     spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     entered, release = threading.Event(), threading.Event()
-    commit = sink_module._ParquetDirectory.commit
+    commit = sink_module._ArrowDirectory.commit
 
-    def slow_commit(self: Any, df: Any, sequence: int) -> None:
+    def slow_commit(self: Any, table: Any, sequence: int) -> None:
         entered.set()
         assert release.wait(60)
-        commit(self, df, sequence)
+        commit(self, table, sequence)
 
-    monkeypatch.setattr(sink_module._ParquetDirectory, "commit", slow_commit)
+    monkeypatch.setattr(sink_module._ArrowDirectory, "commit", slow_commit)
     sink = ParquetSink(spark, str(tmp_path / "out"), batch_size=100, schema=SCHEMA)
+    assert sink.writer == "pyarrow"  # "auto" on a local master and a local path
     publisher = SubmissionPublisher[dict[str, Any]](max_buffer_capacity=16)
     publisher.subscribe(sink)
     returned = [0]
@@ -117,32 +122,46 @@ def test_sink_slow_write_blocks_submit_instead_of_buffering(
     assert sink.result.result(timeout=60).rows == 300
 
 
-def _failing_batch(monkeypatch: pytest.MonkeyPatch, failing: int) -> None:
-    """Make the Spark write of batch ``failing`` (0-based) fail inside its task, after some rows were written."""
+def _failing_batch(monkeypatch: pytest.MonkeyPatch, failing: int, writer: str) -> str:
+    """Make the write of batch ``failing`` (0-based) fail after some of it was written; return the error's text."""
+    if writer == "pyarrow":
+        write = sink_module._parquet_file
+
+        def write_failing(table: Any, filesystem: Any, path: str) -> None:
+            write(table, filesystem, path)  # the whole staging file exists, then the disk fills up
+            if path.endswith(f"-{failing:05d}.parquet"):
+                raise OSError("disk quota")
+
+        monkeypatch.setattr(sink_module, "_parquet_file", write_failing)
+        return r"OSError: disk quota$"
+
     from pyspark.sql import functions as F
+    from pyspark.sql.window import Window
 
-    commit = sink_module._ParquetDirectory.commit
+    spark_write = sink_module._SparkDirectory.write
 
-    def commit_failing(self: Any, df: Any, sequence: int) -> None:
-        if sequence == failing:
-            last = F.max("id").over(__import__("pyspark.sql.window", fromlist=["Window"]).Window.partitionBy())
+    def spark_write_failing(self: Any, df: Any, sequence: int) -> None:
+        if sequence == failing:  # the task fails at the batch's last row, after writing the others
+            last = F.max("id").over(Window.partitionBy())
             df = df.withColumn("id", F.when(F.col("id") == last, F.raise_error(F.lit("disk quota"))).otherwise(df.id))
-        commit(self, df, sequence)
+        spark_write(self, df, sequence)
 
-    monkeypatch.setattr(sink_module._ParquetDirectory, "commit", commit_failing)
+    monkeypatch.setattr(sink_module._SparkDirectory, "write", spark_write_failing)
+    return r"\w+Exception: \[USER_RAISED_EXCEPTION\] disk quota"
 
 
 @pytest.mark.timeout(90)
+@pytest.mark.parametrize("writer", WRITERS)
 def test_sink_failed_write_of_batch_k_keeps_the_first_k_minus_1_and_cleans_its_files(
-    spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, writer: str
 ) -> None:
     out = tmp_path / "out"
-    _failing_batch(monkeypatch, failing=2)
-    sink, upstream = _fed_by_hand(spark, out, batch_size=10, full_batches=2)
+    reason = _failing_batch(monkeypatch, failing=2, writer=writer)
+    sink, upstream = _fed_by_hand(spark, out, batch_size=10, full_batches=2, writer=writer)
     upstream.emit(_rows(20, 30))
     message = (
         rf"^ParquetSink '{out}' committed 20 rows in 2 batches, then writing batch 3 \(10 rows\) failed: "
-        r"\w+Exception: \[USER_RAISED_EXCEPTION\] disk quota"
+        + reason
     )
     with pytest.raises(ParquetSinkError, match=message) as info:
         sink.result.result(timeout=60)
@@ -172,12 +191,13 @@ def test_sink_row_that_does_not_fit_fails_and_cancels_the_publisher(spark: Any, 
 
 
 @pytest.mark.timeout(90)
-def test_sink_readers_see_whole_batches_only(spark: Any, tmp_path: Path) -> None:
+@pytest.mark.parametrize("writer", WRITERS)
+def test_sink_readers_see_whole_batches_only(spark: Any, tmp_path: Path, writer: Any) -> None:
     """A reader listing the directory while batches commit never sees part of a batch."""
     import pyarrow.parquet as pq
 
     out = tmp_path / "out"
-    sink = ParquetSink(spark, str(out), batch_size=200, schema=SCHEMA)
+    sink = ParquetSink(spark, str(out), batch_size=200, schema=SCHEMA, writer=writer)
     seen: list[int] = []
     stop = threading.Event()
 
@@ -215,11 +235,12 @@ def test_sink_upstream_error_writes_what_arrived_then_fails(spark: Any, tmp_path
 
 
 @pytest.mark.timeout(90)
-def test_sink_modes_apply_before_the_first_batch(spark: Any, tmp_path: Path) -> None:
+@pytest.mark.parametrize("writer", WRITERS)
+def test_sink_modes_apply_before_the_first_batch(spark: Any, tmp_path: Path, writer: Any) -> None:
     out = tmp_path / "out"
 
     def write(rows: list[dict[str, Any]], mode: Any) -> ParquetSink:
-        sink = ParquetSink(spark, str(out), batch_size=100, schema=SCHEMA, mode=mode)
+        sink = ParquetSink(spark, str(out), batch_size=100, schema=SCHEMA, mode=mode, writer=writer)
         upstream = HandUpstream()
         upstream.subscribe(sink)
         upstream.wait_for_requests(1)
@@ -239,10 +260,11 @@ def test_sink_modes_apply_before_the_first_batch(spark: Any, tmp_path: Path) -> 
 
 
 @pytest.mark.timeout(60)
-def test_sink_overwrite_with_an_empty_stream_leaves_an_empty_output(spark: Any, tmp_path: Path) -> None:
+@pytest.mark.parametrize("writer", WRITERS)
+def test_sink_overwrite_with_an_empty_stream_leaves_an_empty_output(spark: Any, tmp_path: Path, writer: Any) -> None:
     out = tmp_path / "out"
     spark.range(3).write.parquet(str(out))
-    sink = ParquetSink(spark, str(out), batch_size=10, schema=SCHEMA, mode="overwrite")
+    sink = ParquetSink(spark, str(out), batch_size=10, schema=SCHEMA, mode="overwrite", writer=writer)
     upstream = HandUpstream()
     upstream.subscribe(sink)
     upstream.wait_for_requests(1)
@@ -310,6 +332,7 @@ def test_sink_cancelling_result_cancels_upstream(spark: Any, tmp_path: Path) -> 
         ({"batch_size": 0}, ValueError, r"^batch_size must be positive, got 0$"),
         ({"batch_size": True}, TypeError, r"^batch_size must be an int, got True$"),
         ({"mode": "ignore"}, ValueError, r"^mode must be one of 'append', 'overwrite', 'error', got 'ignore'$"),
+        ({"writer": "jvm"}, ValueError, r"^writer must be one of 'auto', 'spark', 'pyarrow', got 'jvm'$"),
     ],
 )
 def test_sink_bad_arguments_raise(spark: Any, kwargs: dict[str, Any], kind: type, message: str) -> None:
@@ -324,3 +347,54 @@ def test_sink_second_subscription_is_cancelled(spark: Any, tmp_path: Path) -> No
     second.subscribe(sink)
     assert second.cancelled and not first.cancelled
     sink.result.cancel()
+
+
+@pytest.mark.parametrize(
+    ("master_local", "path", "expected"),
+    [(True, "/data/out", "pyarrow"), (True, "file:///data/out", "pyarrow"), (True, "hdfs://nn/out", "spark"),
+     (False, "/data/out", "spark")],
+)
+def test_sink_auto_writer_is_pyarrow_only_where_this_process_sees_the_path_as_spark(
+    spark: Any, master_local: bool, path: str, expected: str
+) -> None:
+    class _Conf:
+        def get(self, key: str, default: Any = None) -> Any:
+            assert key == "spark.master"
+            return "local[2]" if master_local else "spark://127.0.0.1:7077"
+
+    class _Session:
+        conf = _Conf()
+
+    assert sink_module.choose_writer(_Session(), path, "auto") == expected  # type: ignore[arg-type]
+    assert ParquetSink(spark, path).writer == ("pyarrow" if path != "hdfs://nn/out" else "spark")
+    assert ParquetSink(spark, path, writer="spark").writer == "spark"
+
+
+@pytest.mark.timeout(60)
+def test_sink_pyarrow_files_are_named_in_commit_order_and_leave_no_staging(spark: Any, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    sink, upstream = _fed_by_hand(spark, out, batch_size=10, full_batches=12, writer="pyarrow")
+    upstream.complete()
+    assert sink.result.result(timeout=60).batches == 12
+    import pyarrow.parquet as pq
+
+    firsts = [pq.read_table(out / name).column("id")[0].as_py() for name in _files(out)]
+    assert firsts == list(range(0, 120, 10))  # sorted by name = committed order
+    assert _leftovers(out) == []
+
+
+@pytest.mark.timeout(60)
+def test_sink_pyarrow_path_that_is_a_file_fails_before_the_first_request(spark: Any, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    out.write_text("not a directory")
+    sink = ParquetSink(spark, str(out), batch_size=10, writer="pyarrow")
+    upstream = HandUpstream()
+    upstream.subscribe(sink)
+    message = (
+        rf"^ParquetSink '{out}' committed 0 rows in 0 batches, then could not prepare '{out}': "
+        rf"NotADirectoryError: ParquetSink path '{out}' is a file, not a directory$"
+    )
+    with pytest.raises(ParquetSinkError, match=message):
+        sink.result.result(timeout=60)
+    upstream.wait_for_cancel()
+    assert upstream.requests == []
