@@ -94,9 +94,20 @@ class _ConnectChild:
     """A child process holding a Spark Connect session; runs one range case per command on its stdin."""
 
     def __init__(self, url: str, args: Any) -> None:
-        command = [sys.executable, __file__, "--connect-child", url, "--rows", str(args.rows),
-                   "--arrow-batch", str(args.arrow_batch), "--range-files-batches", str(args.range_files_batches),
-                   "--writer", args.writer]
+        command = [
+            sys.executable,
+            __file__,
+            "--connect-child",
+            url,
+            "--rows",
+            str(args.rows),
+            "--arrow-batch",
+            str(args.arrow_batch),
+            "--range-files-batches",
+            str(args.range_files_batches),
+            "--writer",
+            args.writer,
+        ]
         self._child = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
 
     def run(self, case: str, output: str) -> int:
@@ -119,8 +130,10 @@ def connect_child(url: str, args: Any) -> None:
     connect = local_session("flowpy-benchmark", remote=url)
     for line in sys.stdin:
         case, output = line.split()
-        rows = range_alone(connect, args.rows, output) if case == "alone" else range_pipeline(
-            connect, args.rows, output, args
+        rows = (
+            range_alone(connect, args.rows, output)
+            if case == "alone"
+            else range_pipeline(connect, args.rows, output, args)
         )
         print(rows, flush=True)
     connect.stop()
@@ -136,8 +149,12 @@ def main() -> None:
     parser.add_argument("--producers", type=int, default=2)
     parser.add_argument("--arrow-batch", type=int, default=10_000, help="rows per record batch from the publisher")
     parser.add_argument("--range-files-batches", type=int, default=100, help="record batches per Parquet file")
-    parser.add_argument("--writer", choices=("auto", "spark", "pyarrow"), default="pyarrow",
-                        help="the range pipeline's ParquetSink writer (pyarrow: the server shares this machine)")
+    parser.add_argument(
+        "--writer",
+        choices=("auto", "spark", "pyarrow"),
+        default="pyarrow",
+        help="the range pipeline's ParquetSink writer (pyarrow: the server shares this machine)",
+    )
     parser.add_argument("--standalone", action="store_true", help="run Spark on a standalone master and worker")
     parser.add_argument("--no-connect", action="store_true", help="leave out the Spark Connect cases")
     parser.add_argument("--connect-child", help=argparse.SUPPRESS)
@@ -209,12 +226,21 @@ def run_cases(args: Any, scratch: Path, master: str, connect_url: str | None) ->
     )
 
     ratios = [
-        ("job path / Spark alone (CSV -> Parquet)", "flowpy job path: flights -> ParquetSink",
-         "Spark alone: flights CSV -> Parquet"),
-        ("range pipeline / df.write.parquet", "flowpy: range -> DataFramePublisher -> Sink",
-         "Spark alone: range -> write.parquet"),
-        ("range pipeline on Connect / on classic", "Connect, flowpy: range -> Publisher -> Sink",
-         "flowpy: range -> DataFramePublisher -> Sink"),
+        (
+            "job path / Spark alone (CSV -> Parquet)",
+            "flowpy job path: flights -> ParquetSink",
+            "Spark alone: flights CSV -> Parquet",
+        ),
+        (
+            "range pipeline / df.write.parquet",
+            "flowpy: range -> DataFramePublisher -> Sink",
+            "Spark alone: range -> write.parquet",
+        ),
+        (
+            "range pipeline on Connect / on classic",
+            "Connect, flowpy: range -> Publisher -> Sink",
+            "flowpy: range -> DataFramePublisher -> Sink",
+        ),
     ]
     for label, name, base in ratios:
         if name in medians and base in medians:

@@ -72,8 +72,11 @@ SOAKED: list[type[Verification]] = [
 
 def with_environment(verification: type[Verification], timeout: int, no_signals: int) -> type[Verification]:
     """Return ``verification`` with its environment's timeouts replaced."""
-    return type(verification.__name__, (verification,),
-                {"create_test_environment": lambda self: TestEnvironment(timeout, no_signals)})
+    return type(
+        verification.__name__,
+        (verification,),
+        {"create_test_environment": lambda self: TestEnvironment(timeout, no_signals)},
+    )
 
 
 def timing(repetitions: int) -> int:
@@ -214,10 +217,14 @@ def soak(rounds: int, soaked: list[type[Verification]] | None = None) -> int:
             pool.shutdown(wait=True)
     elapsed = time.perf_counter() - start
     failed_tests, thread_failures = sum(tests.values()), sum(threads.failures.values())
-    print(f"\nSoak: {rounds} rounds of the required tests of {len(soaked)} verifications, "
-          f"sys.setswitchinterval(1e-6) ({machine()})")
-    print(f"{runs} test runs in {elapsed:.0f} s, {failed_tests + thread_failures} failures "
-          f"({failed_tests} failed tests, {thread_failures} exceptions in other threads)")
+    print(
+        f"\nSoak: {rounds} rounds of the required tests of {len(soaked)} verifications, "
+        f"sys.setswitchinterval(1e-6) ({machine()})"
+    )
+    print(
+        f"{runs} test runs in {elapsed:.0f} s, {failed_tests + thread_failures} failures "
+        f"({failed_tests} failed tests, {thread_failures} exceptions in other threads)"
+    )
     for message, count in tests.most_common():
         print(f"  {count} x failed: {message}")
     for message, count in threads.failures.most_common():

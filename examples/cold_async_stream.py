@@ -76,17 +76,19 @@ def main() -> None:
     started = time.perf_counter()
     publisher.subscribe(subscriber)  # returns at once: everything else runs on the pool
     with ledger.lock:
-        print(f"subscribe() returned on {threading.current_thread().name}; "
-              f"items produced so far: {ledger.produced}")
+        print(f"subscribe() returned on {threading.current_thread().name}; items produced so far: {ledger.produced}")
     if not subscriber.done.wait(30):
         raise SystemExit("the stream did not finish within 30 s")
     elapsed = time.perf_counter() - started
-    print(f"consumed {ledger.consumed} of {ledger.produced} produced items in {elapsed:.2f} s; "
-          f"sum = {subscriber.total}")
+    print(
+        f"consumed {ledger.consumed} of {ledger.produced} produced items in {elapsed:.2f} s; sum = {subscriber.total}"
+    )
     print(f"producer ran on {sorted(ledger.producer_threads)}")
     print(f"consumer ran on {sorted(ledger.consumer_threads)}")
-    print(f"the producer was never more than {ledger.max_ahead} item(s) ahead of the consumer: "
-          "it runs only on demand, one request at a time, plus one item of look-ahead")
+    print(
+        f"the producer was never more than {ledger.max_ahead} item(s) ahead of the consumer: "
+        "it runs only on demand, one request at a time, plus one item of look-ahead"
+    )
 
 
 if __name__ == "__main__":

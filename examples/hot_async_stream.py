@@ -60,8 +60,10 @@ def main() -> None:
             blocked[name] += time.perf_counter() - started
 
     started = time.perf_counter()
-    threads = [threading.Thread(target=sensor, args=(name, base), name=name)
-               for name, base in (("sensor-a", 20.0), ("sensor-b", -5.0))]
+    threads = [
+        threading.Thread(target=sensor, args=(name, base), name=name)
+        for name, base in (("sensor-a", 20.0), ("sensor-b", -5.0))
+    ]
     for thread in threads:
         thread.start()
     for thread in threads:
@@ -76,8 +78,7 @@ def main() -> None:
     print(f"dashboard (fast) received {len(dashboard_seen)}, archiver (slow) received {len(archive)}")
     print(f"first archived reading: {archive[0][0]} {archive[0][1]:.1f} F")
     in_order = all(
-        [r for r in archive if r[0] == name] == [r for r in dashboard_seen if r[0] == name]
-        for name in blocked
+        [r for r in archive if r[0] == name] == [r for r in dashboard_seen if r[0] == name] for name in blocked
     )
     print(f"both subscribers saw each sensor's readings in the same order: {in_order}")
     print(f"largest backlog in the converter's buffers: {max_lag} (capacity {converter.max_buffer_capacity})")

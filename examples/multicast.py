@@ -46,8 +46,10 @@ def main() -> None:
     pulled = [next(paced) for _ in range(5)]
     print(f"paced consumer pulled {pulled}")
     print(f"eager subscriber asked for 1024 but got only {len(eager)} so far: the paced one sets the pace")
-    print(f"the source produced {len(produced)} items, {len(produced) - len(eager)} ahead of the slowest "
-          "consumer: at most the prefetch of 8 plus one item of look-ahead")
+    print(
+        f"the source produced {len(produced)} items, {len(produced) - len(eager)} ahead of the slowest "
+        "consumer: at most the prefetch of 8 plus one item of look-ahead"
+    )
 
     late: list[int] = []
     late_subscriber = LambdaSubscriber(late.append, prefetch=1024)
@@ -62,8 +64,7 @@ def main() -> None:
     eager_subscriber.cancel()  # the last one out: the processor cancels the source
     if not source_closed.wait(10):
         raise SystemExit("the source was not cancelled within 10 s")
-    print(f"eager subscriber got {len(eager)} items, the same as the paced one first: "
-          f"{eager[:len(pulled)] == pulled}")
+    print(f"eager subscriber got {len(eager)} items, the same as the paced one first: {eager[: len(pulled)] == pulled}")
     print(f"last subscriber left: the source was cancelled after producing {len(produced)} of 1,000,000")
 
 

@@ -64,8 +64,7 @@ def as_execute(executor: Executor, *, name: str = "executor") -> Callable[[Task]
     if callable(executor):
         return executor
     raise TypeError(
-        f"{name} must be a concurrent.futures.Executor, an object with execute(fn) "
-        f"or a callable, got {executor!r}"
+        f"{name} must be a concurrent.futures.Executor, an object with execute(fn) or a callable, got {executor!r}"
     )
 
 

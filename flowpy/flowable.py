@@ -39,7 +39,6 @@ T_co = TypeVar("T_co", covariant=True)
 R = TypeVar("R")
 
 
-
 class Flowable(Publisher[T_co]):
     """A publisher with the operators as methods; each returns a new :class:`Flowable`.
 

@@ -309,9 +309,7 @@ class MulticastProcessor(Processor[T, T]):
 
     def _overflow(self) -> None:
         self._upstream.cancel()
-        self._end(MissingBackpressureError(
-            f"upstream sent more than the {self._prefetch} items requested (rule 1.1)"
-        ))
+        self._end(MissingBackpressureError(f"upstream sent more than the {self._prefetch} items requested (rule 1.1)"))
 
     def on_error(self, error: BaseException) -> None:
         """Pass ``error`` to every subscriber after the queued items (rule 4.2).
@@ -455,7 +453,6 @@ class MulticastProcessor(Processor[T, T]):
     def __repr__(self) -> str:
         state = "terminated" if self._terminated else "connected" if self._upstream.connected else "unconnected"
         return f"<MulticastProcessor prefetch={self._prefetch} {state} subscribers={len(self._subscribers)}>"
-
 
 
 # --- TransformProcessor ----------------------------------------------------------------

@@ -506,8 +506,7 @@ class SubmissionPublisher(PublisherCore, Publisher[T], Generic[T]):
     def _closed_error(self, operation: str) -> ClosedPublisherError:
         if self._closed_exception is not None:
             return ClosedPublisherError(
-                f"cannot {operation}(): publisher was closed by close_exceptionally(); "
-                f"check closed_exception"
+                f"cannot {operation}(): publisher was closed by close_exceptionally(); check closed_exception"
             )
         return ClosedPublisherError(f"cannot {operation}(): publisher was closed by close()")
 

@@ -308,7 +308,6 @@ def _ignore(item: object) -> None:
     return None
 
 
-
 class LambdaSubscriber(Subscriber[T_contra]):
     """A subscriber made of callbacks that requests in batches.
 
@@ -331,8 +330,17 @@ class LambdaSubscriber(Subscriber[T_contra]):
         [0, 1, 2]
     """
 
-    __slots__ = ("_deliver", "_done", "_limit", "_next", "_on_complete",
-                 "_on_error", "_prefetch", "_remaining", "_upstream")
+    __slots__ = (
+        "_deliver",
+        "_done",
+        "_limit",
+        "_next",
+        "_on_complete",
+        "_on_error",
+        "_prefetch",
+        "_remaining",
+        "_upstream",
+    )
 
     def __init__(
         self,
@@ -638,9 +646,7 @@ class BlockingIterator(Iterator[T]):
             self.close()
 
 
-def iterate(
-    publisher: Publisher[T], *, prefetch: int = 256, timeout: float | None = None
-) -> BlockingIterator[T]:
+def iterate(publisher: Publisher[T], *, prefetch: int = 256, timeout: float | None = None) -> BlockingIterator[T]:
     """Subscribe to ``publisher`` and return a blocking iterator over its items.
 
     At most ``prefetch`` items are requested ahead of the consumer; three

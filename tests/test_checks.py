@@ -161,7 +161,7 @@ def test_every_public_check_is_tested_here() -> None:
 
 def test_checks_import_nothing_from_flowpy() -> None:
     tree = ast.parse(Path(_checks.__file__).read_text(encoding="utf-8"))
-    imported = [
-        node.module or "" for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)
-    ] + [alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names]
+    imported = [node.module or "" for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)] + [
+        alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names
+    ]
     assert [name for name in imported if name.startswith("flowpy")] == []

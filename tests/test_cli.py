@@ -15,8 +15,12 @@ ROOT = Path(__file__).resolve().parent.parent
 def flowpy(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "flowpy", *args],
-        cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT), **env},
-        capture_output=True, text=True, timeout=100, check=False,
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT), **env},
+        capture_output=True,
+        text=True,
+        timeout=100,
+        check=False,
     )
 
 
@@ -34,8 +38,12 @@ def test_job_subcommand_without_the_spark_extra_is_one_line_naming_it(tmp_path: 
     (tmp_path / "pyspark" / "__init__.py").write_text("raise ImportError('No module named pyspark')\n")
     done = subprocess.run(
         [sys.executable, "-m", "flowpy", "job", "--limit", "10", "--output", str(tmp_path / "out")],
-        cwd=ROOT, env={**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), str(ROOT)])},
-        capture_output=True, text=True, timeout=100, check=False,
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), str(ROOT)])},
+        capture_output=True,
+        text=True,
+        timeout=100,
+        check=False,
     )
     assert done.returncode == 1
     assert done.stderr == "flights job: flowpy.spark needs pyspark: install it with: pip install 'flowpy[spark]'\n"

@@ -265,9 +265,7 @@ def test_a_context_entered_elsewhere_fails_the_task_and_delivers_nothing() -> No
     executor = ManualExecutor()
     recorder = Recorder(initial=1)
     context = copy_context()
-    subscription = submission.BufferedSubscription(
-        recorder, executor.execute, 4, None, threading.Condition(), context
-    )
+    subscription = submission.BufferedSubscription(recorder, executor.execute, 4, None, threading.Condition(), context)
     subscription.signal_subscribe()
     with pytest.raises(RuntimeError, match=r"^cannot enter context: <.*> is already entered$"):
         context.run(executor.run_one)
@@ -430,6 +428,7 @@ def test_serial_drain_passes_and_rejection_run_in_the_context_it_was_made_in() -
     serial = in_context("made", SerialDrain, executor.execute, drain, lambda exc: None)
     in_context("signaller", serial.signal)
     in_context("runner", executor.run_all)
+
     def on_reject(exc: BaseException) -> None:
         seen.append(("reject", REQUEST_ID.get(MISSING)))
 

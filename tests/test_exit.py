@@ -85,9 +85,11 @@ def test_items_nobody_requested_are_reported_at_exit_without_waiting() -> None:
     assert time.monotonic() - started < 25  # it did not wait out the timeout for items nobody asked for
     assert result.returncode == 0
     assert result.stdout.splitlines() == ["item 0", "item 1", "item 2"]
-    assert "UndeliveredItemsWarning: 7 items accepted by SubmissionPublisher were never delivered at " \
-        "interpreter exit (waited up to 30 s, FLOWPY_EXIT_TIMEOUT): 7 to <Printer> (it had not requested " \
+    assert (
+        "UndeliveredItemsWarning: 7 items accepted by SubmissionPublisher were never delivered at "
+        "interpreter exit (waited up to 30 s, FLOWPY_EXIT_TIMEOUT): 7 to <Printer> (it had not requested "
         "them); close the publisher and wait for its subscribers before exiting" in result.stderr
+    )
 
 
 def test_a_stuck_subscriber_delays_exit_only_by_the_timeout_and_is_reported() -> None:
@@ -107,12 +109,21 @@ def test_a_stuck_subscriber_delays_exit_only_by_the_timeout_and_is_reported() ->
         FLOWPY_EXIT_TIMEOUT="0.5",
     )
     assert result.returncode == 0
-    assert "(waited up to 0.5 s, FLOWPY_EXIT_TIMEOUT): 4 to <Printer> (delivery did not finish in time)" \
-        in result.stderr
+    assert (
+        "(waited up to 0.5 s, FLOWPY_EXIT_TIMEOUT): 4 to <Printer> (delivery did not finish in time)" in result.stderr
+    )
 
 
-@pytest.mark.parametrize(("value", "expected"), [("", DEFAULT_EXIT_TIMEOUT), ("2.5", 2.5), ("0", 0.0),
-                                                 ("-1", DEFAULT_EXIT_TIMEOUT), ("soon", DEFAULT_EXIT_TIMEOUT)])
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        ("", DEFAULT_EXIT_TIMEOUT),
+        ("2.5", 2.5),
+        ("0", 0.0),
+        ("-1", DEFAULT_EXIT_TIMEOUT),
+        ("soon", DEFAULT_EXIT_TIMEOUT),
+    ],
+)
 def test_exit_timeout_reads_the_environment(monkeypatch: pytest.MonkeyPatch, value: str, expected: float) -> None:
     monkeypatch.setenv("FLOWPY_EXIT_TIMEOUT", value)
     assert exit_timeout() == expected

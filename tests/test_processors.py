@@ -293,8 +293,9 @@ def test_multicast_eight_subscribers_of_random_speeds_get_identical_sequences() 
     sequences: list[list[int]] = [[] for _ in range(8)]
     done = [threading.Event() for _ in range(4)]
     for index in range(4):
-        processor.subscribe(LambdaSubscriber(sequences[index].append, None, done[index].set,
-                                             prefetch=rng.randint(1, 64)))
+        processor.subscribe(
+            LambdaSubscriber(sequences[index].append, None, done[index].set, prefetch=rng.randint(1, 64))
+        )
     iterators = [iterate(processor, prefetch=rng.randint(1, 64), timeout=WAIT) for _ in range(4)]
 
     def drain(iterator: Any, into: list[int], seed: int) -> None:

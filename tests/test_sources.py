@@ -481,7 +481,7 @@ def test_iterable_any_request_and_scheduling_pattern_is_exact(
         if n and not recorder.done.is_set():
             recorder.request(n)
         if run and executor.tasks:
-                executor.run_one()
+            executor.run_one()
     executor.run_all()
     assert recorder.violations == []
     assert recorder.items == list(range(min(size, recorder.requested)))

@@ -30,8 +30,18 @@ def manual(capacity: int = 256, handler: Any = None) -> tuple[SubmissionPublishe
 
 @pytest.mark.parametrize(
     ("requested", "rounded"),
-    [(1, 1), (2, 2), (3, 4), (5, 8), (8, 8), (100, 128), (256, 256), (1000, 1024),
-     (2**30 + 1, 2**30), (2**31 - 1, 2**30)],
+    [
+        (1, 1),
+        (2, 2),
+        (3, 4),
+        (5, 8),
+        (8, 8),
+        (100, 128),
+        (256, 256),
+        (1000, 1024),
+        (2**30 + 1, 2**30),
+        (2**31 - 1, 2**30),
+    ],
 )
 def test_capacity_rounds_up_to_power_of_two(requested: int, rounded: int) -> None:
     assert SubmissionPublisher(direct_executor, requested).max_buffer_capacity == rounded
@@ -772,10 +782,11 @@ def test_on_error_and_on_complete_exceptions_are_ignored() -> None:
 @pytest.mark.parametrize(
     ("n", "error_type", "message"),
     [
-        *[(n, ValueError, f"non-positive subscription request: n must be > 0 (rule 3.9), got {n}")
-          for n in (0, -1, -(2**63))],
-        *[(n, TypeError, f"subscription request must be an int (rule 3.9), got {n!r}")
-          for n in ("3", 1.0, None, True)],
+        *[
+            (n, ValueError, f"non-positive subscription request: n must be > 0 (rule 3.9), got {n}")
+            for n in (0, -1, -(2**63))
+        ],
+        *[(n, TypeError, f"subscription request must be an int (rule 3.9), got {n!r}") for n in ("3", 1.0, None, True)],
     ],
 )
 def test_invalid_request_signals_error_citing_rule_3_9(n: Any, error_type: type, message: str) -> None:

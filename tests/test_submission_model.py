@@ -181,9 +181,7 @@ class CompiledSubmissionPublisherMachine(SubmissionPublisherMachine):
     core = "c"
 
 
-SubmissionPublisherMachine.TestCase.settings = settings(
-    max_examples=400, stateful_step_count=40, deadline=None
-)
+SubmissionPublisherMachine.TestCase.settings = settings(max_examples=400, stateful_step_count=40, deadline=None)
 CompiledSubmissionPublisherMachine.TestCase.settings = SubmissionPublisherMachine.TestCase.settings
 TestSubmissionPublisherModel = SubmissionPublisherMachine.TestCase
 TestCompiledSubmissionPublisherModel = unittest.skipIf(not_built_reason() is not None, str(not_built_reason()))(

@@ -132,9 +132,7 @@ def test_sync_subscriber_terminal_signal_handled_once() -> None:
 
 
 class Collecting(AsyncSubscriber[int]):
-    def __init__(
-        self, executor: Any, stop_at: int | None = None, fail_at: int | None = None, **kw: Any
-    ) -> None:
+    def __init__(self, executor: Any, stop_at: int | None = None, fail_at: int | None = None, **kw: Any) -> None:
         super().__init__(executor, **kw)
         self.items: list[int] = []
         self.threads: set[str] = set()
@@ -276,9 +274,7 @@ def test_lambda_subscriber_unbounded_prefetch_requests_once() -> None:
 
 @settings(max_examples=100, deadline=None)
 @given(prefetch=st.integers(min_value=1, max_value=40), total=st.integers(min_value=0, max_value=300))
-def test_lambda_subscriber_outstanding_demand_stays_within_prefetch_and_never_stalls(
-    prefetch: int, total: int
-) -> None:
+def test_lambda_subscriber_outstanding_demand_stays_within_prefetch_and_never_stalls(prefetch: int, total: int) -> None:
     spy = SpyPublisher()
     seen: list[int] = []
     spy.subscribe(LambdaSubscriber(seen.append, prefetch=prefetch))
@@ -468,6 +464,7 @@ def test_iterate_break_from_infinite_source_leaves_no_running_task() -> None:
             closed.set()
 
     taken = []
+
     class Numbers:
         """Re-iterable: only the subscription holds the generator it opens."""
 

@@ -78,9 +78,9 @@ class SerialDrain:
         context: Context | _Capture | None = "capture",
     ) -> None:
         """Args:
-            execute: runs a task (``execute(task)``); ``None`` runs passes inline.
-            drain: one pass, ``drain(first) -> yield_thread``.
-            on_reject: ``on_reject(exc)`` when ``execute`` raised ``exc``.
+        execute: runs a task (``execute(task)``); ``None`` runs passes inline.
+        drain: one pass, ``drain(first) -> yield_thread``.
+        on_reject: ``on_reject(exc)`` when ``execute`` raised ``exc``.
         """
         self._execute = execute
         self._drain = drain

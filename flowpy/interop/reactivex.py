@@ -409,9 +409,7 @@ class _ObservablePublisher(flow.Publisher[T]):
             TypeError: if ``subscriber`` is ``None`` (rule 1.9).
         """
         require_subscriber(subscriber)
-        subscription = _ObservableSubscription(
-            subscriber, self._strategy, self._capacity, self._on_drop, self._execute
-        )
+        subscription = _ObservableSubscription(subscriber, self._strategy, self._capacity, self._on_drop, self._execute)
         if subscription.signal_subscribe():  # rule 2.13
             subscription.start(self._observable)
 

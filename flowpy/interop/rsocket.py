@@ -100,8 +100,7 @@ def _resolve_loop(loop: asyncio.AbstractEventLoop | None) -> asyncio.AbstractEve
             return asyncio.get_running_loop()
         except RuntimeError:
             raise RuntimeError(
-                "loop must be given when no event loop is running in this thread; "
-                "pass the loop rsocket runs on"
+                "loop must be given when no event loop is running in this thread; pass the loop rsocket runs on"
             ) from None
     if not isinstance(loop, asyncio.AbstractEventLoop):
         raise TypeError(f"loop must be an asyncio event loop, got {loop!r}")
@@ -347,9 +346,7 @@ def to_rsocket_publisher(
     return _FlowpyPublisherAsRSocket(publisher, loop)
 
 
-def from_rsocket_subscriber(
-    subscriber: Any, *, loop: asyncio.AbstractEventLoop | None = None
-) -> flow.Subscriber[Any]:
+def from_rsocket_subscriber(subscriber: Any, *, loop: asyncio.AbstractEventLoop | None = None) -> flow.Subscriber[Any]:
     """Return a flowpy subscriber that feeds the rsocket ``subscriber`` on ``loop``.
 
     The rsocket subscriber gets ``on_subscribe`` (on the loop) once the
@@ -460,9 +457,11 @@ class _Inbound(RSocketSubscriber, Generic[T]):  # type: ignore[misc]
             return  # cancelled; late items are dropped (rule 2.8)
         if self._outstanding < MAX_REQUEST_N:
             if self._outstanding == 0:
-                self.halt(MissingBackpressureError(
-                    "rsocket publisher must not send more than was requested (rule 1.1), got an extra item"
-                ))
+                self.halt(
+                    MissingBackpressureError(
+                        "rsocket publisher must not send more than was requested (rule 1.1), got an extra item"
+                    )
+                )
                 return
             self._outstanding -= 1
         self.context.run(subscriber.on_next, value)
@@ -572,9 +571,9 @@ class _RSocketPublisherAsFlowpy(flow.Publisher[T], frs.Publisher[T]):
             if not inbound.context.run(signal_subscribe, target, subscription):  # rule 2.13: cancelled, on_error sent
                 return
             if taken:
-                inbound.halt(RuntimeError(
-                    f"rsocket publisher {self._publisher!r} serves one subscriber; request a new stream"
-                ))
+                inbound.halt(
+                    RuntimeError(f"rsocket publisher {self._publisher!r} serves one subscriber; request a new stream")
+                )
 
         try:
             run_on_loop(self._loop, start)

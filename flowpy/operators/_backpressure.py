@@ -112,6 +112,7 @@ def on_backpressure_buffer(
     require_positive(capacity, "capacity")
     if on_overflow not in _POLICIES:
         raise ValueError(f"on_overflow must be one of 'error', 'drop_oldest', 'drop_latest', got {on_overflow!r}")
+
     def connect(subscriber: Subscriber[T], track: Callable[[Stage], None]) -> None:
         stage = _BufferStage(subscriber, capacity, on_overflow)
         track(stage)
@@ -215,6 +216,7 @@ def on_backpressure_drop(source: Publisher[T], on_drop: Callable[[T], object] | 
     require_publisher(source, "source")
     if on_drop is not None:
         require_callable(on_drop, "on_drop")
+
     def connect(subscriber: Subscriber[T], track: Callable[[Stage], None]) -> None:
         stage: _DropStage[T] = _DropStage(subscriber, on_drop)
         track(stage)

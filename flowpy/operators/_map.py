@@ -19,7 +19,6 @@ T = TypeVar("T")
 R = TypeVar("R")
 
 
-
 def _none_message(name: str, fn: object) -> str:
     return f"{name} function must not return None (rule 2.13), got None from {fn!r}"
 

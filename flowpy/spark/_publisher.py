@@ -58,6 +58,8 @@ def _on_tagging_thread(spark: SparkSession, tag: str, call: Callable[[], T]) -> 
             spark.removeTag(tag)
 
     return tagging.submit(tagged)
+
+
 _ARROW_COLUMN = "arrow_ipc"  # the one binary column of the encoded DataFrame
 
 
@@ -177,9 +179,7 @@ class DataFramePublisher(Publisher[Any]):
         _PartitionSubscription(subscriber, self._execute, source, convert, self._prefetch).start()
 
     def __repr__(self) -> str:
-        return (
-            f"<DataFramePublisher mode={self._mode!r} prefetch_partitions={self._prefetch} of {self._df!r}>"
-        )
+        return f"<DataFramePublisher mode={self._mode!r} prefetch_partitions={self._prefetch} of {self._df!r}>"
 
 
 class _PartitionSubscription(PullSubscription[Any]):

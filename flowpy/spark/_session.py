@@ -110,8 +110,7 @@ def java_executable() -> str:
         if os.access(java, os.X_OK):
             return str(java)
         raise SparkUnavailableError(
-            f"flowpy.spark needs Java, but JAVA_HOME={java_home!r} has no bin/java: "
-            f"fix JAVA_HOME or {_INSTALL_JAVA}"
+            f"flowpy.spark needs Java, but JAVA_HOME={java_home!r} has no bin/java: fix JAVA_HOME or {_INSTALL_JAVA}"
         )
     found = shutil.which("java")
     if found is None:
@@ -197,9 +196,7 @@ def _is_loopback(url: str) -> bool:
     return endpoint is not None and endpoint[0] in ("127.0.0.1", "localhost")
 
 
-def local_session(
-    app_name: str = "flowpy", master: str | None = None, *, remote: str | None = None
-) -> SparkSession:
+def local_session(app_name: str = "flowpy", master: str | None = None, *, remote: str | None = None) -> SparkSession:
     """Return a SparkSession configured for flowpy pipelines: classic, or Spark Connect with ``remote``.
 
     A classic session has Arrow transfers on, the UI and the console

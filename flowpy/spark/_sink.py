@@ -458,8 +458,7 @@ class ParquetSink(BatchingSubscriber):
 
     def _error(self, what: str) -> ParquetSinkError:
         return ParquetSinkError(
-            f"ParquetSink {self._path!r} committed {self._rows} rows "
-            f"in {self._committed} batches, then {what}",
+            f"ParquetSink {self._path!r} committed {self._rows} rows in {self._committed} batches, then {what}",
             rows_committed=self._rows,
             batches_committed=self._committed,
         )

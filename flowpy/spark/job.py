@@ -330,9 +330,7 @@ def run(
         .collect()
     )
     carriers = [(r["carrier"], r["flights"], r["mean_dep_delay"], r["on_time"]) for r in summary]
-    return JobReport(
-        replayed, sum(c[1] for c in carriers), written.batches, written.seconds, carriers, airline_names()
-    )
+    return JobReport(replayed, sum(c[1] for c in carriers), written.batches, written.seconds, carriers, airline_names())
 
 
 def _print_report(report: JobReport, output: str, out: TextIO) -> None:
@@ -347,8 +345,7 @@ def _print_report(report: JobReport, output: str, out: TextIO) -> None:
     out.write(
         f"\nreplayed {report.replayed:,} flights into {report.batches} Parquet files "
         f"in {report.seconds:.1f} s ({report.replayed / max(report.seconds, 1e-9):,.0f} rows/s); "
-        f"Spark read back {report.written:,} rows: "
-        + ("counts match\n" if report.ok else "COUNTS DIFFER\n")
+        f"Spark read back {report.written:,} rows: " + ("counts match\n" if report.ok else "COUNTS DIFFER\n")
     )
     out.write(f"output kept at {output}\n(on time: arrived less than {ON_TIME_MINUTES} minutes late)\n")
 

@@ -52,21 +52,35 @@ def _parser(prog: str) -> argparse.ArgumentParser:
     )
     parser.add_argument("kind", choices=sorted(KINDS), help="which verification to run")
     parser.add_argument("target", help="MODULE:FACTORY, or MODULE:CLASS for a verification subclass")
-    parser.add_argument("--failed", metavar="MODULE:FACTORY",
-                        help="a zero-argument factory of a publisher that fails (rules 1.4, 1.9)")
-    parser.add_argument("--max-elements", type=int, metavar="N",
-                        help="the most elements the publisher can produce")
-    parser.add_argument("--max-subscribers", type=int, metavar="N",
-                        help="the most subscribers a processor serves at once")
+    parser.add_argument(
+        "--failed", metavar="MODULE:FACTORY", help="a zero-argument factory of a publisher that fails (rules 1.4, 1.9)"
+    )
+    parser.add_argument("--max-elements", type=int, metavar="N", help="the most elements the publisher can produce")
+    parser.add_argument(
+        "--max-subscribers", type=int, metavar="N", help="the most subscribers a processor serves at once"
+    )
     parser.add_argument("--timeout", type=int, metavar="MS", help="default timeout in milliseconds")
-    parser.add_argument("--no-signals-timeout", type=int, metavar="MS",
-                        help="how long to watch for signals that must not come, in milliseconds")
+    parser.add_argument(
+        "--no-signals-timeout",
+        type=int,
+        metavar="MS",
+        help="how long to watch for signals that must not come, in milliseconds",
+    )
     parser.add_argument("--poll-timeout", type=int, metavar="MS", help="poll interval in milliseconds")
-    parser.add_argument("--test-timeout", type=float, default=DEFAULT_TEST_TIMEOUT, metavar="SECONDS",
-                        help=f"fail a test that runs longer and go on (default {DEFAULT_TEST_TIMEOUT:g}; 0: no limit)")
+    parser.add_argument(
+        "--test-timeout",
+        type=float,
+        default=DEFAULT_TEST_TIMEOUT,
+        metavar="SECONDS",
+        help=f"fail a test that runs longer and go on (default {DEFAULT_TEST_TIMEOUT:g}; 0: no limit)",
+    )
     parser.add_argument("-k", dest="select", metavar="TEXT", help="run only tests whose name contains TEXT")
-    parser.add_argument("-v", "--verbose", action="store_true",
-                        help="show whole test names and messages, and the traceback of each failure")
+    parser.add_argument(
+        "-v",
+        "--verbose",
+        action="store_true",
+        help="show whole test names and messages, and the traceback of each failure",
+    )
     parser.add_argument("--junit-xml", metavar="PATH", help="also write the outcomes as JUnit XML to PATH")
     return parser
 
@@ -94,8 +108,11 @@ def _load(target: str, what: str) -> Any:
 
 _EXPECTED: dict[str, tuple[str, tuple[type, ...], Callable[[], tuple[Any, ...]]]] = {
     "publisher": ("Publisher", (flow.Publisher, rs.Publisher), lambda: (1,)),
-    "subscriber-whitebox": ("Subscriber", (flow.Subscriber, rs.Subscriber),
-                            lambda: (WhiteboxSubscriberProbe(TestEnvironment()),)),
+    "subscriber-whitebox": (
+        "Subscriber",
+        (flow.Subscriber, rs.Subscriber),
+        lambda: (WhiteboxSubscriberProbe(TestEnvironment()),),
+    ),
     "subscriber-blackbox": ("Subscriber", (flow.Subscriber, rs.Subscriber), lambda: ()),
     "processor": ("Processor", (flow.Processor, rs.Processor), lambda: (1,)),
 }
@@ -115,8 +132,9 @@ def _check_factory(kind: str, factory: Any, target: str) -> None:
     _check_made(factory, arguments(), target, noun, types, f" (kind {kind!r})")
 
 
-def _check_made(factory: Any, args: tuple[Any, ...], target: str, noun: str, types: tuple[type, ...],
-                kind: str) -> None:
+def _check_made(
+    factory: Any, args: tuple[Any, ...], target: str, noun: str, types: tuple[type, ...], kind: str
+) -> None:
     if not callable(factory):
         raise UsageError(f"{target!r} is {factory!r}, not a factory of a {noun}")
     shown = f"{target}({', '.join(str(a) if isinstance(a, int) else type(a).__name__ for a in args)})"
@@ -170,8 +188,12 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None, *, prog: 
         return TestEnvironment(args.timeout, args.no_signals_timeout, args.poll_timeout)
 
     verification = verification_for(
-        args.kind, factory, env=env, failed=failed,
-        max_elements=args.max_elements, max_subscribers=args.max_subscribers,
+        args.kind,
+        factory,
+        env=env,
+        failed=failed,
+        max_elements=args.max_elements,
+        max_subscribers=args.max_subscribers,
     )
 
     def selected(name: str) -> bool:

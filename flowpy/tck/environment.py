@@ -120,11 +120,7 @@ class TestEnvironment:
         *,
         print_debug: bool = False,
     ) -> None:
-        timeout = (
-            default_timeout_millis
-            if default_timeout_millis is not None
-            else self.env_default_timeout_millis()
-        )
+        timeout = default_timeout_millis if default_timeout_millis is not None else self.env_default_timeout_millis()
         no_signals = (
             default_no_signals_timeout_millis
             if default_no_signals_timeout_millis is not None
@@ -135,8 +131,11 @@ class TestEnvironment:
             if default_poll_timeout_millis is not None
             else _env_millis("DEFAULT_POLL_TIMEOUT_MILLIS", timeout)
         )
-        for name, value in (("default_timeout_millis", timeout), ("default_no_signals_timeout_millis",
-                            no_signals), ("default_poll_timeout_millis", poll)):
+        for name, value in (
+            ("default_timeout_millis", timeout),
+            ("default_no_signals_timeout_millis", no_signals),
+            ("default_poll_timeout_millis", poll),
+        ):
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
                 raise ValueError(f"{name} must be a non-negative int, got {value!r}")
         self._timeout_millis = timeout
@@ -341,12 +340,8 @@ class TestEnvironment:
         self.subscribe(publisher, subscriber, timeout_millis)
         return subscriber
 
-    def new_blackhole_subscriber(
-        self, publisher: flow.Publisher[T]
-    ) -> BlackholeSubscriberWithSubscriptionSupport[T]:
+    def new_blackhole_subscriber(self, publisher: flow.Publisher[T]) -> BlackholeSubscriberWithSubscriptionSupport[T]:
         """Subscribe a new blackhole subscriber to ``publisher`` and return it."""
-        subscriber: BlackholeSubscriberWithSubscriptionSupport[T] = BlackholeSubscriberWithSubscriptionSupport(
-            self
-        )
+        subscriber: BlackholeSubscriberWithSubscriptionSupport[T] = BlackholeSubscriberWithSubscriptionSupport(self)
         self.subscribe(publisher, subscriber)
         return subscriber

@@ -90,8 +90,10 @@ class IdentityProcessorVerification(Verification, WithHelperPublisher, Publisher
         """Run ``body``, or skip if the processor supports fewer than ``subscribers``."""
         supported = self.max_supported_subscribers()
         if supported < subscribers:
-            skip(f"{SKIPPING_TOO_FEW_SUBSCRIBERS}{subscribers} subscribers and "
-                 f"max_supported_subscribers() is {supported}")
+            skip(
+                f"{SKIPPING_TOO_FEW_SUBSCRIBERS}{subscribers} subscribers and "
+                f"max_supported_subscribers() is {supported}"
+            )
         body()
 
     # --- Tests of its own ---------------------------------------------------
@@ -193,8 +195,9 @@ class _ErrorCollectingSubscriber(ManualSubscriberWithSubscriptionSupport[T]):
 
     def expect_error_instance(self, expected: BaseException) -> None:
         """Expect ``on_error`` with ``expected`` (identity or equality)."""
-        error = self.errors.next(self.env.default_timeout_millis,
-                                 f"Subscriber did not receive the expected on_error({expected!r})")
+        error = self.errors.next(
+            self.env.default_timeout_millis, f"Subscriber did not receive the expected on_error({expected!r})"
+        )
         if error is not expected and error != expected:
             self.env.flop_and_fail(f"Subscriber received on_error({error!r}), expected on_error({expected!r})")
 

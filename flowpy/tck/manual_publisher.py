@@ -76,8 +76,9 @@ class ManualPublisher(flow.Publisher[T]):
         else:
             self.env.flop("Cannot send_error before having a Subscriber")
 
-    def expect_request(self, timeout_millis: int | None = None,
-                       message: str = "Did not receive expected `request` call") -> int:
+    def expect_request(
+        self, timeout_millis: int | None = None, message: str = "Did not receive expected `request` call"
+    ) -> int:
         """Return the next requested ``n``, adding it to the pending demand.
 
         Raises:
@@ -103,8 +104,7 @@ class ManualPublisher(flow.Publisher[T]):
 
     def expect_cancelling(self, timeout_millis: int | None = None) -> None:
         """Expect ``cancel()`` within the timeout."""
-        self.cancelled.expect_close("Did not receive expected cancelling of upstream subscription",
-                                    timeout_millis)
+        self.cancelled.expect_close("Did not receive expected cancelling of upstream subscription", timeout_millis)
 
     @property
     def is_cancelled(self) -> bool:

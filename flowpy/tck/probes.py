@@ -71,12 +71,14 @@ class BlackboxProbe(Generic[T]):
         timeout = self.env.default_timeout_millis if timeout_millis is None else timeout_millis
         element = self.elements.next(timeout, f"Subscriber did not call `register_on_next({expected!r})`")
         if expected is not None and element != expected:
-            self.env.flop_and_fail(f"Received `on_next({element!r})` on downstream but expected "
-                                   f"`on_next({expected!r})`")
+            self.env.flop_and_fail(
+                f"Received `on_next({element!r})` on downstream but expected `on_next({expected!r})`"
+            )
         return element
 
-    def expect_completion(self, timeout_millis: int | None = None,
-                          message: str = "Subscriber did not call `register_on_complete()`") -> None:
+    def expect_completion(
+        self, timeout_millis: int | None = None, message: str = "Subscriber did not call `register_on_complete()`"
+    ) -> None:
         """Expect the subscriber to have received ``on_complete``."""
         timeout = self.env.default_timeout_millis if timeout_millis is None else timeout_millis
         self.elements.expect_completion(timeout, message)
@@ -96,13 +98,16 @@ class BlackboxProbe(Generic[T]):
         if error is not expected:
             self.env.flop_and_fail(f"Subscriber received on_error({error!r}), expected on_error({expected!r})")
 
-    def expect_error_with_message(self, error_type: type[E], alternatives: list[str],
-                                  timeout_millis: int | None = None) -> E:
+    def expect_error_with_message(
+        self, error_type: type[E], alternatives: list[str], timeout_millis: int | None = None
+    ) -> E:
         """As :meth:`expect_error_of_type`; its message must contain one of ``alternatives``."""
         error = self.expect_error_of_type(error_type, timeout_millis)
         if not any(part in str(error) for part in alternatives):
-            self.env.flop_and_fail(f"Got expected exception {type(error).__name__} but missing message part "
-                                   f"(one of {alternatives!r}), was: {str(error)!r}")
+            self.env.flop_and_fail(
+                f"Got expected exception {type(error).__name__} but missing message part "
+                f"(one of {alternatives!r}), was: {str(error)!r}"
+            )
         return error
 
     def expect_none(self, within_millis: int | None = None) -> None:

@@ -98,16 +98,20 @@ class _ConcurrentAccessBarrier:
             previous, self._inside = self._inside, me
             last, self._last_signal = self._last_signal, signal
         if previous is not None and previous != me:
-            self._env.flop(f"Illegal concurrent access detected (entering critical section)! thread {me} "
-                           f"signalled {signal} before thread {previous} finished its {last} signal (rule 1.3)")
+            self._env.flop(
+                f"Illegal concurrent access detected (entering critical section)! thread {me} "
+                f"signalled {signal} before thread {previous} finished its {last} signal (rule 1.3)"
+            )
 
     def leave(self, signal: str) -> None:
         me = threading.get_ident()
         with self._lock:
             previous, self._inside = self._inside, None
         if previous is not None and previous != me:
-            self._env.flop(f"Illegal concurrent access detected (exiting critical section)! thread {me} "
-                           f"left {signal} while thread {previous} was signalling (rule 1.3)")
+            self._env.flop(
+                f"Illegal concurrent access detected (exiting critical section)! thread {me} "
+                f"left {signal} while thread {previous} was signalling (rule 1.3)"
+            )
 
 
 class PublisherConfiguration(Generic[T]):
@@ -183,9 +187,7 @@ class PublisherVerification(Verification, PublisherConfiguration[T]):
         body(publisher)
         self.env.verify_no_async_errors_no_delay()
 
-    def optional_active_publisher_test(
-        self, elements: int, completion_required: bool, body: PublisherTest[T]
-    ) -> None:
+    def optional_active_publisher_test(self, elements: int, completion_required: bool, body: PublisherTest[T]) -> None:
         """As :meth:`active_publisher_test`, but a failure skips."""
         self.optional(lambda: self.active_publisher_test(elements, completion_required, body))
 
@@ -209,8 +211,7 @@ class PublisherVerification(Verification, PublisherConfiguration[T]):
     def test_required_create_publisher1_must_produce_a_stream_of_exactly1_element(self) -> None:
         def body(pub: flow.Publisher[T]) -> None:
             sub = self.env.new_manual_subscriber(pub)
-            has_element, _ = sub.request_next_element_or_end_of_stream(
-                message=f"Publisher {pub!r} produced no element")
+            has_element, _ = sub.request_next_element_or_end_of_stream(message=f"Publisher {pub!r} produced no element")
             assert has_element, f"Publisher {pub!r} produced no element"
             sub.request_end_of_stream()
 
@@ -221,7 +222,8 @@ class PublisherVerification(Verification, PublisherConfiguration[T]):
             sub = self.env.new_manual_subscriber(pub)
             for i in range(1, 4):
                 has_element, _ = sub.request_next_element_or_end_of_stream(
-                    message=f"Publisher {pub!r} produced no element {i}")
+                    message=f"Publisher {pub!r} produced no element {i}"
+                )
                 assert has_element, f"Publisher {pub!r} produced only {i - 1} elements"
             sub.request_end_of_stream()
 
@@ -340,7 +342,8 @@ class PublisherVerification(Verification, PublisherConfiguration[T]):
             raise
         except Exception as exc:
             raise AssertionError(
-                f"Publisher raised {exc!r} instead of signalling the error via on_error (rule 1.4)") from exc
+                f"Publisher raised {exc!r} instead of signalling the error via on_error (rule 1.4)"
+            ) from exc
 
     def test_required_spec105_must_signal_on_complete_when_finite_stream_terminates(self) -> None:
         def body(pub: flow.Publisher[T]) -> None:
@@ -396,11 +399,12 @@ class PublisherVerification(Verification, PublisherConfiguration[T]):
             except TypeError:
                 return
             except Exception as exc:
-                self.env.flop(f"Publisher raised {exc!r} instead of TypeError when given a None Subscriber "
-                              "in subscribe (rule 1.9)")
+                self.env.flop(
+                    f"Publisher raised {exc!r} instead of TypeError when given a None Subscriber "
+                    "in subscribe (rule 1.9)"
+                )
                 return
-            self.env.flop("Publisher did not raise a TypeError when given a None Subscriber in subscribe "
-                          "(rule 1.9)")
+            self.env.flop("Publisher did not raise a TypeError when given a None Subscriber in subscribe (rule 1.9)")
 
         self.active_publisher_test(0, False, body)
 
@@ -440,7 +444,8 @@ class PublisherVerification(Verification, PublisherConfiguration[T]):
         self,
     ) -> None:
         self.when_has_error_publisher_test(
-            lambda pub: self._expect_on_subscribe_then_on_error(pub, wait_for_more=False))
+            lambda pub: self._expect_on_subscribe_then_on_error(pub, wait_for_more=False)
+        )
 
     def test_untested_spec110_reject_a_subscription_request_if_the_same_subscriber_subscribes_twice(self) -> None:
         self.untested()
@@ -546,8 +551,10 @@ class PublisherVerification(Verification, PublisherConfiguration[T]):
                     self.signals_received += 1
                     depth.value = getattr(depth, "value", 0) + 1
                     if depth.value > bound:
-                        env.flop(f"Got {depth.value} on_next calls within thread {threading.current_thread().name}, "
-                                 f"yet expected recursive bound was {bound} (rule 3.3)")
+                        env.flop(
+                            f"Got {depth.value} on_next calls within thread {threading.current_thread().name}, "
+                            f"yet expected recursive bound was {bound} (rule 3.3)"
+                        )
                         run_completed.close()
                         return
                     if self.signals_received >= limit:
@@ -630,7 +637,8 @@ class PublisherVerification(Verification, PublisherConfiguration[T]):
             sub = self.env.new_manual_subscriber(pub)
             sub.request(-random.randrange(2**31 - 1) - 1)
             sub.expect_error_with_message(
-                ValueError, ["3.9", "non-positive subscription request", "negative subscription request"])
+                ValueError, ["3.9", "non-positive subscription request", "negative subscription request"]
+            )
 
         self.optional_active_publisher_test(10, False, body)
 
@@ -650,7 +658,8 @@ class PublisherVerification(Verification, PublisherConfiguration[T]):
                 signalled += 1
                 assert signalled <= total_demand, (
                     f"Publisher signalled [{signalled}] elements, which is more than the signalled demand: "
-                    f"{total_demand} (rule 3.12)")
+                    f"{total_demand} (rule 3.12)"
+                )
 
         self.active_publisher_test(20, False, body)
 
@@ -675,8 +684,10 @@ class PublisherVerification(Verification, PublisherConfiguration[T]):
                 if collected.wait(0.01):
                     break
             else:
-                self.env.flop(f"Publisher {pub!r} did not drop reference to test subscriber after subscription "
-                              "cancellation (rule 3.13)")
+                self.env.flop(
+                    f"Publisher {pub!r} did not drop reference to test subscriber after subscription "
+                    "cancellation (rule 3.13)"
+                )
             self.env.verify_no_async_errors_no_delay()
 
         self.active_publisher_test(3, False, body)
@@ -732,4 +743,5 @@ def _assert_same_sequences(*received: list[T]) -> None:
     for number, other in enumerate(received[1:], start=2):
         assert other == first, (
             f"Expected elements to be signaled in the same sequence to 1st and {number}. subscribers: "
-            f"{first!r} != {other!r}")
+            f"{first!r} != {other!r}"
+        )

@@ -105,8 +105,7 @@ class ReactiveStreamsIdentityProcessorVerification(IdentityProcessorVerification
         Raises:
             NotImplementedError: unless overridden.
         """
-        raise NotImplementedError(
-            f"{type(self).__name__} must implement create_identity_reactive_streams_processor")
+        raise NotImplementedError(f"{type(self).__name__} must implement create_identity_reactive_streams_processor")
 
     def create_failed_reactive_streams_publisher(self) -> rs.Publisher[T] | None:
         """Return a Reactive Streams publisher that fails; ``None`` (the default) skips."""

@@ -125,8 +125,9 @@ class Promise(Generic[T]):
                 self._value = value
                 self._event.set()
         if second:
-            self._env.flop(f"Cannot complete a promise more than once! Present value: {self._value!r}, "
-                           f"attempted to set: {value!r}")
+            self._env.flop(
+                f"Cannot complete a promise more than once! Present value: {self._value!r}, attempted to set: {value!r}"
+            )
 
     def value(self) -> T:
         """Return the value.
@@ -248,9 +249,7 @@ class Receptacle(Generic[T]):
         what = "end-of-stream" if value is _END else f"element {value!r}"
         self._env.flop(f"{message}: expected no signal but got {what}")
 
-    def expect_error(
-        self, error_type: type[E], total_timeout_millis: int, poll_millis: int, message: str
-    ) -> E:
+    def expect_error(self, error_type: type[E], total_timeout_millis: int, poll_millis: int, message: str) -> E:
         """Wait for an async error of ``error_type`` and return it.
 
         Waits the whole ``total_timeout_millis``; unlike TCK 1.0.4, whose

@@ -123,8 +123,9 @@ class SubscriberBlackboxVerification(Verification, WithHelperPublisher, Generic[
 
             class Second(flow.Subscription):
                 def request(self, n: int) -> None:
-                    env.flop(f"Subscriber illegally called `subscription.request({n})` on a second "
-                             "subscription (rule 2.5)")
+                    env.flop(
+                        f"Subscriber illegally called `subscription.request({n})` on a second subscription (rule 2.5)"
+                    )
 
                 def cancel(self) -> None:
                     cancelled.close()
@@ -133,8 +134,10 @@ class SubscriberBlackboxVerification(Verification, WithHelperPublisher, Generic[
                     return "SecondSubscription(should get cancelled)"
 
             stage.proxy.on_subscribe(Second())
-            cancelled.expect_close("Expected 2nd Subscription given to subscriber to be cancelled, but "
-                                   "`Subscription.cancel()` was not called (rule 2.5)")
+            cancelled.expect_close(
+                "Expected 2nd Subscription given to subscriber to be cancelled, but "
+                "`Subscription.cancel()` was not called (rule 2.5)"
+            )
             stage.send_completion()
             env.verify_no_async_errors()
 

@@ -37,7 +37,8 @@ class WhiteboxTestStage(ElementStage[T]):
         self.probe: WhiteboxSubscriberProbe[T] = WhiteboxSubscriberProbe(env)
         self.subscribe(verification.create_subscriber(self.probe))
         self.probe.puppet.expect_completion(
-            env.default_timeout_millis, f"Subscriber {self.sub!r} did not `register_on_subscribe`")
+            env.default_timeout_millis, f"Subscriber {self.sub!r} did not `register_on_subscribe`"
+        )
         env.verify_no_async_errors_no_delay()
 
     @property
@@ -145,8 +146,10 @@ class SubscriberWhiteboxVerification(Verification, WithHelperPublisher, Generic[
                     return "SecondSubscription(should get cancelled)"
 
             stage.sub.on_subscribe(Second())
-            cancelled.expect_close("Expected 2nd Subscription given to subscriber to be cancelled, but "
-                                   "`Subscription.cancel()` was not called (rule 2.5)")
+            cancelled.expect_close(
+                "Expected 2nd Subscription given to subscriber to be cancelled, but "
+                "`Subscription.cancel()` was not called (rule 2.5)"
+            )
             env.verify_no_async_errors()
 
         self.subscriber_test(body)
@@ -274,4 +277,3 @@ class SubscriberWhiteboxVerification(Verification, WithHelperPublisher, Generic[
 
     def test_untested_spec316_request_must_not_throw_exception_and_must_on_error_the_subscriber(self) -> None:
         self.untested()
-

@@ -81,46 +81,51 @@ class ManualSubscriber(TestSubscriber[T]):
     def _timeout(self, timeout_millis: int | None) -> int:
         return self.env.default_timeout_millis if timeout_millis is None else timeout_millis
 
-    def request_next_element(self, timeout_millis: int | None = None,
-                             message: str = "Did not receive expected element") -> T:
+    def request_next_element(
+        self, timeout_millis: int | None = None, message: str = "Did not receive expected element"
+    ) -> T:
         """``request(1)``, then return the element that must arrive."""
         self.request(1)
         return self.next_element(timeout_millis, message)
 
     def request_next_element_or_end_of_stream(
-        self, timeout_millis: int | None = None,
+        self,
+        timeout_millis: int | None = None,
         message: str = "Did not receive expected stream completion",
     ) -> tuple[bool, T | None]:
         """``request(1)``, then return ``(True, element)`` or ``(False, None)`` at completion."""
         self.request(1)
         return self.next_element_or_end_of_stream(timeout_millis, message)
 
-    def request_end_of_stream(self, timeout_millis: int | None = None,
-                              message: str = "Did not receive expected stream completion") -> None:
+    def request_end_of_stream(
+        self, timeout_millis: int | None = None, message: str = "Did not receive expected stream completion"
+    ) -> None:
         """``request(1)``, then expect completion."""
         self.request(1)
         self.expect_completion(timeout_millis, message)
 
-    def request_next_elements(self, elements: int, timeout_millis: int | None = None,
-                              message: str = "Did not receive expected elements") -> list[T]:
+    def request_next_elements(
+        self, elements: int, timeout_millis: int | None = None, message: str = "Did not receive expected elements"
+    ) -> list[T]:
         """``request(elements)``, then return that many elements."""
         self.request(elements)
         return self.next_elements(elements, timeout_millis, message)
 
-    def next_element(self, timeout_millis: int | None = None,
-                     message: str = "Did not receive expected element") -> T:
+    def next_element(self, timeout_millis: int | None = None, message: str = "Did not receive expected element") -> T:
         """Return the next element."""
         return self.received.next(self._timeout(timeout_millis), message)
 
     def next_element_or_end_of_stream(
-        self, timeout_millis: int | None = None,
+        self,
+        timeout_millis: int | None = None,
         message: str = "Did not receive expected stream completion",
     ) -> tuple[bool, T | None]:
         """Return ``(True, element)``, or ``(False, None)`` at completion."""
         return self.received.next_or_end_of_stream(self._timeout(timeout_millis), message)
 
-    def next_elements(self, elements: int, timeout_millis: int | None = None,
-                      message: str = "Did not receive expected elements") -> list[T]:
+    def next_elements(
+        self, elements: int, timeout_millis: int | None = None, message: str = "Did not receive expected elements"
+    ) -> list[T]:
         """Return the next ``elements`` elements, within one total timeout."""
         return self.received.next_n(elements, self._timeout(timeout_millis), message)
 
@@ -130,13 +135,13 @@ class ManualSubscriber(TestSubscriber[T]):
         if received != expected:
             self.env.flop(f"Expected element {expected!r} on downstream but received {received!r}")
 
-    def expect_completion(self, timeout_millis: int | None = None,
-                          message: str = "Did not receive expected stream completion") -> None:
+    def expect_completion(
+        self, timeout_millis: int | None = None, message: str = "Did not receive expected stream completion"
+    ) -> None:
         """Expect completion next."""
         self.received.expect_completion(self._timeout(timeout_millis), message)
 
-    def expect_error(self, error_type: type[E], timeout_millis: int | None = None,
-                     poll_millis: int | None = None) -> E:
+    def expect_error(self, error_type: type[E], timeout_millis: int | None = None, poll_millis: int | None = None) -> E:
         """Wait for an ``on_error`` of ``error_type`` and return its exception."""
         return self.received.expect_error(
             error_type,
@@ -145,8 +150,9 @@ class ManualSubscriber(TestSubscriber[T]):
             f"Expected on_error({error_type.__name__})",
         )
 
-    def expect_error_with_message(self, error_type: type[E], alternatives: list[str],
-                                  timeout_millis: int | None = None) -> E:
+    def expect_error_with_message(
+        self, error_type: type[E], alternatives: list[str], timeout_millis: int | None = None
+    ) -> E:
         """As :meth:`expect_error`; the message must also contain one of ``alternatives``."""
         error = self.expect_error(error_type, timeout_millis)
         text = str(error)
@@ -157,8 +163,9 @@ class ManualSubscriber(TestSubscriber[T]):
             )
         return error
 
-    def expect_none(self, within_millis: int | None = None,
-                    message: str = "Did not expect an element but got element") -> None:
+    def expect_none(
+        self, within_millis: int | None = None, message: str = "Did not expect an element but got element"
+    ) -> None:
         """Flop if any element or completion arrives within the no-signals timeout."""
         within = self.env.default_no_signals_timeout_millis if within_millis is None else within_millis
         self.received.expect_none(within, message)
@@ -200,8 +207,7 @@ class BlackholeSubscriberWithSubscriptionSupport(ManualSubscriberWithSubscriptio
         if not self.subscription.is_completed:
             self.env.flop(f"Subscriber::on_next({item!r}) called before Subscriber::on_subscribe")
 
-    def next_element(self, timeout_millis: int | None = None,
-                     message: str = "Did not receive expected element") -> T:
+    def next_element(self, timeout_millis: int | None = None, message: str = "Did not receive expected element") -> T:
         """Not supported: a blackhole keeps no elements.
 
         Raises:
@@ -209,8 +215,9 @@ class BlackholeSubscriberWithSubscriptionSupport(ManualSubscriberWithSubscriptio
         """
         raise RuntimeError("cannot call next_element() on a BlackholeSubscriberWithSubscriptionSupport")
 
-    def next_elements(self, elements: int, timeout_millis: int | None = None,
-                      message: str = "Did not receive expected elements") -> list[T]:
+    def next_elements(
+        self, elements: int, timeout_millis: int | None = None, message: str = "Did not receive expected elements"
+    ) -> list[T]:
         """Not supported: a blackhole keeps no elements.
 
         Raises:

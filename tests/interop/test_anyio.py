@@ -183,10 +183,13 @@ async def test_to_receive_stream_none_item_is_refused() -> None:
         tg.cancel_scope.cancel()
 
 
-@pytest.mark.parametrize(("prefetch", "kind", "message"), [
-    (0, ValueError, r"^prefetch must be positive, got 0$"),
-    (1.5, TypeError, r"^prefetch must be an int, got 1\.5$"),
-])
+@pytest.mark.parametrize(
+    ("prefetch", "kind", "message"),
+    [
+        (0, ValueError, r"^prefetch must be positive, got 0$"),
+        (1.5, TypeError, r"^prefetch must be an int, got 1\.5$"),
+    ],
+)
 async def test_to_receive_stream_rejects_bad_prefetch(prefetch: Any, kind: type, message: str) -> None:
     async with anyio.create_task_group() as tg:
         with pytest.raises(kind, match=message):

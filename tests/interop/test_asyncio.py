@@ -233,12 +233,15 @@ def test_to_async_iterator_cancel_before_on_subscribe_cancels_on_arrival() -> No
     assert subscription.requests == []
 
 
-@pytest.mark.parametrize(("prefetch", "kind", "message"), [
-    (0, ValueError, r"^prefetch must be positive, got 0$"),
-    (-1, ValueError, r"^prefetch must be positive, got -1$"),
-    (True, TypeError, r"^prefetch must be an int, got True$"),
-    (2.5, TypeError, r"^prefetch must be an int, got 2\.5$"),
-])
+@pytest.mark.parametrize(
+    ("prefetch", "kind", "message"),
+    [
+        (0, ValueError, r"^prefetch must be positive, got 0$"),
+        (-1, ValueError, r"^prefetch must be positive, got -1$"),
+        (True, TypeError, r"^prefetch must be an int, got True$"),
+        (2.5, TypeError, r"^prefetch must be an int, got 2\.5$"),
+    ],
+)
 def test_to_async_iterator_rejects_bad_prefetch(prefetch: Any, kind: type, message: str) -> None:
     with pytest.raises(kind, match=message):
         to_async_iterator(ManualPublisher(), prefetch=prefetch)
@@ -327,9 +330,7 @@ def test_from_async_iterable_pulls_only_what_was_requested() -> None:
 
 @settings(max_examples=25, deadline=None)
 @given(requests=st.lists(st.integers(1, 20), min_size=1, max_size=8), total=st.integers(0, 60))
-def test_from_async_iterable_random_requests_deliver_in_order_within_demand(
-    requests: list[int], total: int
-) -> None:
+def test_from_async_iterable_random_requests_deliver_in_order_within_demand(requests: list[int], total: int) -> None:
     source = CountingSource(total)
     recorder = WaitingRecorder()
     from_async_iterable(source).subscribe(recorder)
@@ -422,9 +423,7 @@ def test_from_async_iterable_async_iterator_serves_one_subscriber() -> None:
     assert first.items == [0, 1, 2] and first.completed
     assert second.kinds() == ["on_subscribe", "on_error"]
     assert isinstance(second.error, RuntimeError)
-    assert str(second.error).endswith(
-        "can be subscribed to once; pass an async iterable to serve several subscribers"
-    )
+    assert str(second.error).endswith("can be subscribed to once; pass an async iterable to serve several subscribers")
 
 
 def test_from_async_iterable_iterable_serves_each_subscriber_from_the_start() -> None:
@@ -466,13 +465,22 @@ def test_from_async_iterable_request_inside_on_next_is_not_recursive() -> None:
     assert deepest == 1  # rule 3.3
 
 
-@pytest.mark.parametrize(("call", "kind", "message"), [
-    (lambda: from_async_iterable([1, 2]), TypeError, r"^aiterable must be an async iterable, got \[1, 2\]$"),
-    (lambda: from_async_iterable(CountingSource(1), loop=3), TypeError,  # type: ignore[arg-type]
-     r"^loop must be an asyncio event loop, got 3$"),
-    (lambda: from_async_iterable(CountingSource(1)).subscribe(None), TypeError,  # type: ignore[arg-type]
-     r"^subscriber must not be None \(rule 1\.9\)$"),
-])
+@pytest.mark.parametrize(
+    ("call", "kind", "message"),
+    [
+        (lambda: from_async_iterable([1, 2]), TypeError, r"^aiterable must be an async iterable, got \[1, 2\]$"),
+        (
+            lambda: from_async_iterable(CountingSource(1), loop=3),
+            TypeError,  # type: ignore[arg-type]
+            r"^loop must be an asyncio event loop, got 3$",
+        ),
+        (
+            lambda: from_async_iterable(CountingSource(1)).subscribe(None),
+            TypeError,  # type: ignore[arg-type]
+            r"^subscriber must not be None \(rule 1\.9\)$",
+        ),
+    ],
+)
 def test_from_async_iterable_rejects_bad_arguments(call: Any, kind: type, message: str) -> None:
     with pytest.raises(kind, match=message):
         call()

@@ -26,12 +26,15 @@ else:
 
 
 @pytest.mark.timeout(60)
-@pytest.mark.parametrize(("module", "blocked", "requirement", "extra"), [
-    ("flowpy.interop.reactivex", "reactivex", "reactivex", "rx"),
-    ("flowpy.interop.rsocket", "reactivestreams", "rsocket", "rsocket"),
-    ("flowpy.interop.anyio", "anyio", "anyio", "anyio"),
-    ("flowpy.interop.otel", "opentelemetry", "opentelemetry-api", "otel"),
-])
+@pytest.mark.parametrize(
+    ("module", "blocked", "requirement", "extra"),
+    [
+        ("flowpy.interop.reactivex", "reactivex", "reactivex", "rx"),
+        ("flowpy.interop.rsocket", "reactivestreams", "rsocket", "rsocket"),
+        ("flowpy.interop.anyio", "anyio", "anyio", "anyio"),
+        ("flowpy.interop.otel", "opentelemetry", "opentelemetry-api", "otel"),
+    ],
+)
 def test_import_without_the_library_names_the_extra(module: str, blocked: str, requirement: str, extra: str) -> None:
     probe = PROBE.format(blocked=blocked, module=module)
     result = subprocess.run(

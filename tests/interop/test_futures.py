@@ -74,12 +74,15 @@ def test_from_future_none_result_completes_without_item_or_request() -> None:
     assert recorder.kinds() == ["on_subscribe", "on_complete"]
 
 
-@pytest.mark.parametrize(("n", "kind", "message"), [
-    (0, ValueError, r"^non-positive subscription request: n must be > 0 \(rule 3\.9\), got 0$"),
-    (-3, ValueError, r"^non-positive subscription request: n must be > 0 \(rule 3\.9\), got -3$"),
-    (True, TypeError, r"^subscription request must be an int \(rule 3\.9\), got True$"),
-    (1.0, TypeError, r"^subscription request must be an int \(rule 3\.9\), got 1\.0$"),
-])
+@pytest.mark.parametrize(
+    ("n", "kind", "message"),
+    [
+        (0, ValueError, r"^non-positive subscription request: n must be > 0 \(rule 3\.9\), got 0$"),
+        (-3, ValueError, r"^non-positive subscription request: n must be > 0 \(rule 3\.9\), got -3$"),
+        (True, TypeError, r"^subscription request must be an int \(rule 3\.9\), got True$"),
+        (1.0, TypeError, r"^subscription request must be an int \(rule 3\.9\), got 1\.0$"),
+    ],
+)
 def test_from_future_bad_request_signals_error_not_item(n: Any, kind: type, message: str) -> None:
     recorder = Recorder()
     from_future(settled(1)).subscribe(recorder)
@@ -223,11 +226,14 @@ def test_consume_future_cancelled_before_on_subscribe_cancels_on_arrival() -> No
     assert subscription.requests == []
 
 
-@pytest.mark.parametrize(("call", "message"), [
-    (lambda: consume(None, print), r"^publisher must not be None$"),  # type: ignore[arg-type]
-    (lambda: consume(ManualPublisher(), 3), r"^fn must be callable, got 3$"),  # type: ignore[arg-type]
-    (lambda: collect(None), r"^publisher must not be None$"),  # type: ignore[arg-type]
-])
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        (lambda: consume(None, print), r"^publisher must not be None$"),  # type: ignore[arg-type]
+        (lambda: consume(ManualPublisher(), 3), r"^fn must be callable, got 3$"),  # type: ignore[arg-type]
+        (lambda: collect(None), r"^publisher must not be None$"),  # type: ignore[arg-type]
+    ],
+)
 def test_consume_and_collect_reject_bad_arguments(call: Any, message: str) -> None:
     with pytest.raises(TypeError, match=message):
         call()

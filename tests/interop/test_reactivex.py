@@ -102,10 +102,13 @@ def test_to_observable_observer_failure_cancels_and_becomes_on_error() -> None:
     assert [str(e) for e in log.errors] == ["cannot take 2"]
 
 
-@pytest.mark.parametrize(("batch", "kind", "message"), [
-    (0, ValueError, r"^request_batch must be positive, got 0$"),
-    (False, TypeError, r"^request_batch must be an int, got False$"),
-])
+@pytest.mark.parametrize(
+    ("batch", "kind", "message"),
+    [
+        (0, ValueError, r"^request_batch must be positive, got 0$"),
+        (False, TypeError, r"^request_batch must be an int, got False$"),
+    ],
+)
 def test_to_observable_rejects_bad_batch(batch: Any, kind: type, message: str) -> None:
     with pytest.raises(kind, match=message):
         to_observable(ManualPublisher(), request_batch=batch)
@@ -172,14 +175,12 @@ def test_from_observable_buffer_small_capacity_overflows_with_error_not_growth()
 # --- from_observable: each strategy, deterministically ------------------------------
 
 
-def manual_subject(strategy: Any, capacity: int = 4, on_drop: Any = None) -> tuple[
-    Subject[int], Recorder, ManualExecutor
-]:
+def manual_subject(
+    strategy: Any, capacity: int = 4, on_drop: Any = None
+) -> tuple[Subject[int], Recorder, ManualExecutor]:
     subject: Subject[int] = Subject()
     executor = ManualExecutor()
-    publisher = from_observable(
-        subject, strategy=strategy, capacity=capacity, on_drop=on_drop, executor=executor
-    )
+    publisher = from_observable(subject, strategy=strategy, capacity=capacity, on_drop=on_drop, executor=executor)
     recorder = Recorder()
     publisher.subscribe(recorder)
     return subject, recorder, executor
@@ -315,17 +316,26 @@ def test_from_observable_executor_refusal_becomes_on_error() -> None:
     assert subject.observers == []
 
 
-@pytest.mark.parametrize(("kwargs", "kind", "message"), [
-    ({"strategy": "block"}, ValueError,
-     r"^strategy must be one of 'buffer', 'drop', 'latest', 'error', got 'block'$"),
-    ({"capacity": 0}, ValueError, r"^capacity must be positive, got 0$"),
-    ({"capacity": 1.5}, TypeError, r"^capacity must be an int, got 1\.5$"),
-    ({"strategy": "drop", "on_drop": 3}, TypeError, r"^on_drop must be callable or None, got 3$"),
-    ({"strategy": "buffer", "on_drop": print}, ValueError,
-     r"^on_drop must be None with strategy='buffer', which never drops items; "
-     r"use strategy='drop' or 'latest'$"),
-    ({"executor": None}, TypeError, r"^executor must not be None; leave it out to use the default executor$"),
-])
+@pytest.mark.parametrize(
+    ("kwargs", "kind", "message"),
+    [
+        (
+            {"strategy": "block"},
+            ValueError,
+            r"^strategy must be one of 'buffer', 'drop', 'latest', 'error', got 'block'$",
+        ),
+        ({"capacity": 0}, ValueError, r"^capacity must be positive, got 0$"),
+        ({"capacity": 1.5}, TypeError, r"^capacity must be an int, got 1\.5$"),
+        ({"strategy": "drop", "on_drop": 3}, TypeError, r"^on_drop must be callable or None, got 3$"),
+        (
+            {"strategy": "buffer", "on_drop": print},
+            ValueError,
+            r"^on_drop must be None with strategy='buffer', which never drops items; "
+            r"use strategy='drop' or 'latest'$",
+        ),
+        ({"executor": None}, TypeError, r"^executor must not be None; leave it out to use the default executor$"),
+    ],
+)
 def test_from_observable_rejects_bad_arguments(kwargs: dict[str, Any], kind: type, message: str) -> None:
     with pytest.raises(kind, match=message):
         from_observable(Subject(), **kwargs)
@@ -349,9 +359,7 @@ steps = st.lists(
 
 
 @settings(max_examples=150, deadline=None)
-@given(
-    strategy=st.sampled_from(["buffer", "drop", "latest", "error"]), capacity=st.integers(1, 6), steps=steps
-)
+@given(strategy=st.sampled_from(["buffer", "drop", "latest", "error"]), capacity=st.integers(1, 6), steps=steps)
 def test_from_observable_random_schedule_accounts_for_every_item(
     strategy: Any, capacity: int, steps: list[tuple[str, int]]
 ) -> None:
@@ -383,9 +391,7 @@ def test_from_observable_random_schedule_accounts_for_every_item(
         latest = recorder.subscription._latest  # type: ignore[union-attr]
         kept = len(queue) + (0 if strategy != "latest" or latest is rx_interop._EMPTY else 1)
         assert len(items) + len(drops) + kept == emitted
-        assert sorted(items + drops + list(queue) + ([latest] if kept > len(queue) else [])) == list(
-            range(emitted)
-        )
+        assert sorted(items + drops + list(queue) + ([latest] if kept > len(queue) else [])) == list(range(emitted))
 
 
 def test_from_observable_threads_emitting_and_requesting_lose_nothing(tiny_switch_interval: None) -> None:

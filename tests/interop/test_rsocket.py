@@ -379,10 +379,15 @@ def test_from_rsocket_publisher_is_both_flow_and_reactive_streams() -> None:
 
 
 @settings(max_examples=100, deadline=None)
-@given(steps=st.lists(st.one_of(
-    st.tuples(st.just("request"), st.one_of(st.integers(1, 50), st.integers(2**30, MAX))),
-    st.tuples(st.just("deliver"), st.integers(1, 50)),
-), max_size=30))
+@given(
+    steps=st.lists(
+        st.one_of(
+            st.tuples(st.just("request"), st.one_of(st.integers(1, 50), st.integers(2**30, MAX))),
+            st.tuples(st.just("deliver"), st.integers(1, 50)),
+        ),
+        max_size=30,
+    )
+)
 def test_from_rsocket_publisher_wire_demand_never_exceeds_max_request_n(steps: list[tuple[str, int]]) -> None:
     requester = FakeRequester()
 
@@ -447,12 +452,15 @@ def test_to_rsocket_subscriber_cancel_reaches_rsocket() -> None:
     assert requester.cancelled
 
 
-@pytest.mark.parametrize("make", [
-    lambda: to_rsocket_publisher(None),  # type: ignore[arg-type]
-    lambda: from_rsocket_subscriber(None),
-    lambda: from_rsocket_publisher(None),
-    lambda: to_rsocket_subscriber(None),  # type: ignore[arg-type]
-])
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: to_rsocket_publisher(None),  # type: ignore[arg-type]
+        lambda: from_rsocket_subscriber(None),
+        lambda: from_rsocket_publisher(None),
+        lambda: to_rsocket_subscriber(None),  # type: ignore[arg-type]
+    ],
+)
 def test_adapters_reject_none(make: Callable[[], Any]) -> None:
     with pytest.raises(TypeError, match=r" must not be None$"):
         make()

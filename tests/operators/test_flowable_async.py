@@ -81,10 +81,13 @@ def test_to_async_iterator_prefetch_bounds_what_is_requested_ahead() -> None:
     assert publisher.subscription.cancelled.is_set()
 
 
-@pytest.mark.parametrize(("prefetch", "kind", "message"), [
-    (0, ValueError, r"^prefetch must be positive, got 0$"),
-    (True, TypeError, r"^prefetch must be an int, got True$"),
-])
+@pytest.mark.parametrize(
+    ("prefetch", "kind", "message"),
+    [
+        (0, ValueError, r"^prefetch must be positive, got 0$"),
+        (True, TypeError, r"^prefetch must be an int, got True$"),
+    ],
+)
 def test_to_async_iterator_rejects_bad_prefetch(prefetch: Any, kind: type, message: str) -> None:
     with pytest.raises(kind, match=message):
         Flowable.from_publisher(ManualPublisher()).to_async_iterator(prefetch=prefetch)

@@ -119,17 +119,39 @@ def start_standalone(scratch: Path, processes: list[ClusterProcess], cores: int 
     port, ui = free_port(), free_port()
     master = ClusterProcess(
         "standalone master",
-        [launcher, "org.apache.spark.deploy.master.Master", "--host", LOOPBACK, "--port", str(port),
-         "--webui-port", str(ui)],
+        [
+            launcher,
+            "org.apache.spark.deploy.master.Master",
+            "--host",
+            LOOPBACK,
+            "--port",
+            str(port),
+            "--webui-port",
+            str(ui),
+        ],
         scratch / "master.log",
     )
     processes.append(master)
     url = f"spark://{LOOPBACK}:{port}"
     worker = ClusterProcess(
         "standalone worker",
-        [launcher, "org.apache.spark.deploy.worker.Worker", "--host", LOOPBACK, "--port", str(free_port()),
-         "--webui-port", str(free_port()), "--cores", str(cores), "--memory", "2g",
-         "--work-dir", str(scratch / "work"), url],
+        [
+            launcher,
+            "org.apache.spark.deploy.worker.Worker",
+            "--host",
+            LOOPBACK,
+            "--port",
+            str(free_port()),
+            "--webui-port",
+            str(free_port()),
+            "--cores",
+            str(cores),
+            "--memory",
+            "2g",
+            "--work-dir",
+            str(scratch / "work"),
+            url,
+        ],
         scratch / "worker.log",
     )
     processes.append(worker)
@@ -147,16 +169,29 @@ def start_connect_server(scratch: Path, processes: list[ClusterProcess], master:
     port = free_port()
     server = ClusterProcess(
         "Spark Connect server",
-        [str(_spark_home() / "bin" / "spark-submit"),
-         "--class", "org.apache.spark.sql.connect.service.SparkConnectServer",
-         "--name", "flowpy-connect", "--master", master,
-         "--conf", f"spark.connect.grpc.binding.address={LOOPBACK}",
-         "--conf", f"spark.connect.grpc.binding.port={port}",
-         "--conf", f"spark.driver.host={LOOPBACK}",
-         "--conf", f"spark.driver.bindAddress={LOOPBACK}",
-         "--conf", "spark.ui.enabled=false",
-         "--conf", "spark.sql.shuffle.partitions=2",
-         "--conf", f"spark.executorEnv.PYSPARK_PYTHON={sys.executable}"],
+        [
+            str(_spark_home() / "bin" / "spark-submit"),
+            "--class",
+            "org.apache.spark.sql.connect.service.SparkConnectServer",
+            "--name",
+            "flowpy-connect",
+            "--master",
+            master,
+            "--conf",
+            f"spark.connect.grpc.binding.address={LOOPBACK}",
+            "--conf",
+            f"spark.connect.grpc.binding.port={port}",
+            "--conf",
+            f"spark.driver.host={LOOPBACK}",
+            "--conf",
+            f"spark.driver.bindAddress={LOOPBACK}",
+            "--conf",
+            "spark.ui.enabled=false",
+            "--conf",
+            "spark.sql.shuffle.partitions=2",
+            "--conf",
+            f"spark.executorEnv.PYSPARK_PYTHON={sys.executable}",
+        ],
         scratch / "connect.log",
     )
     processes.append(server)

@@ -34,9 +34,10 @@ def test_sink_writes_rows_and_record_batches_on_every_session(
     out = str(tmp_path / "out")
     sink = ParquetSink(any_spark, out, batch_size=3, schema=SCHEMA)
     # This process writes the files itself only where it runs Spark's executors too.
-    assert sink.writer == {"local": "pyarrow", "standalone": "spark", "connect": "spark"}[
-        request.node.callspec.params["any_spark"]
-    ]
+    assert (
+        sink.writer
+        == {"local": "pyarrow", "standalone": "spark", "connect": "spark"}[request.node.callspec.params["any_spark"]]
+    )
     with SubmissionPublisher[Any](max_buffer_capacity=4) as publisher:
         publisher.subscribe(sink)
         for row in _rows(0, 4):
@@ -74,8 +75,9 @@ def test_publisher_rows_and_arrow_modes_on_every_session(any_spark: Any) -> None
 def test_processor_transforms_rows_and_batches_on_every_session(any_spark: Any) -> None:
     import pyarrow as pa
 
-    processor = SparkProcessor(any_spark, lambda df: df.selectExpr("id", "id * 2 AS twice"), batch_size=2,
-                               schema="id BIGINT")
+    processor = SparkProcessor(
+        any_spark, lambda df: df.selectExpr("id", "id * 2 AS twice"), batch_size=2, schema="id BIGINT"
+    )
     recorder = Recorder(initial=1_000)
     processor.subscribe(recorder)
     with SubmissionPublisher[Any](max_buffer_capacity=8) as publisher:
@@ -89,8 +91,15 @@ def test_processor_transforms_rows_and_batches_on_every_session(any_spark: Any) 
 
 @pytest.mark.timeout(240)
 def test_job_on_every_session(any_spark: Any, tmp_path: Path) -> None:
-    report = run(any_spark, str(tmp_path / "flights"), limit=5_000, producers=2, batch_size=2_000, chunk=1_000,
-                 out=open("/dev/null", "w"))  # noqa: SIM115 - closed with the process
+    report = run(
+        any_spark,
+        str(tmp_path / "flights"),
+        limit=5_000,
+        producers=2,
+        batch_size=2_000,
+        chunk=1_000,
+        out=open("/dev/null", "w"),  # noqa: SIM115 - closed with the process
+    )
     assert report.ok and report.replayed == report.written == 5_000
     assert report.batches == 3
     assert report.names["UA"] == "United Air Lines Inc."

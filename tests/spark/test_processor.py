@@ -74,9 +74,7 @@ def test_processor_slow_downstream_bounds_batches_in_flight(spark: Any) -> None:
 
 @pytest.mark.timeout(90)
 def test_processor_aggregating_transform_and_empty_results(spark: Any) -> None:
-    recorder, upstream = _wired(
-        spark, lambda df: df.where("id % 2 = 0").groupBy().count(), batch_size=10, initial=100
-    )
+    recorder, upstream = _wired(spark, lambda df: df.where("id % 2 = 0").groupBy().count(), batch_size=10, initial=100)
     upstream.emit({"id": i} for i in range(15))
     upstream.complete()
     assert recorder.done.wait(60)

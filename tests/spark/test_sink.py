@@ -160,8 +160,7 @@ def test_sink_failed_write_of_batch_k_keeps_the_first_k_minus_1_and_cleans_its_f
     sink, upstream = _fed_by_hand(spark, out, batch_size=10, full_batches=2, writer=writer)
     upstream.emit(_rows(20, 30))
     message = (
-        rf"^ParquetSink '{out}' committed 20 rows in 2 batches, then writing batch 3 \(10 rows\) failed: "
-        + reason
+        rf"^ParquetSink '{out}' committed 20 rows in 2 batches, then writing batch 3 \(10 rows\) failed: " + reason
     )
     with pytest.raises(ParquetSinkError, match=message) as info:
         sink.result.result(timeout=60)
@@ -351,8 +350,12 @@ def test_sink_second_subscription_is_cancelled(spark: Any, tmp_path: Path) -> No
 
 @pytest.mark.parametrize(
     ("master_local", "path", "expected"),
-    [(True, "/data/out", "pyarrow"), (True, "file:///data/out", "pyarrow"), (True, "hdfs://nn/out", "spark"),
-     (False, "/data/out", "spark")],
+    [
+        (True, "/data/out", "pyarrow"),
+        (True, "file:///data/out", "pyarrow"),
+        (True, "hdfs://nn/out", "spark"),
+        (False, "/data/out", "spark"),
+    ],
 )
 def test_sink_auto_writer_is_pyarrow_only_where_this_process_sees_the_path_as_spark(
     spark: Any, master_local: bool, path: str, expected: str

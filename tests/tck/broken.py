@@ -499,8 +499,11 @@ class _ErrorAtMaxDemand(_OverflowingDemand):
     def request(self, n: int) -> None:
         self.publisher.demand += n
         if self.publisher.demand == LONG_MAX:
-            self.subscriber.on_error(RuntimeError(
-                "Illegally signalling onError too soon! Cumulative demand equal to Long.MAX_VALUE is legal."))
+            self.subscriber.on_error(
+                RuntimeError(
+                    "Illegally signalling onError too soon! Cumulative demand equal to Long.MAX_VALUE is legal."
+                )
+            )
         self.subscriber.on_next(0)
 
 
@@ -806,8 +809,13 @@ class DelayedDemandProbedSubscriber(ProbedSubscriber):
     each made after the previous element arrived.
     """
 
-    def __init__(self, probe: WhiteboxSubscriberProbe[int], schedule: Callable[[Callable[[], None]], None],
-                 *, one_at_a_time: bool = False) -> None:
+    def __init__(
+        self,
+        probe: WhiteboxSubscriberProbe[int],
+        schedule: Callable[[Callable[[], None]], None],
+        *,
+        one_at_a_time: bool = False,
+    ) -> None:
         super().__init__(probe)
         self.schedule = schedule
         self.one_at_a_time = one_at_a_time

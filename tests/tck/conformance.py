@@ -76,7 +76,8 @@ def require_skip(result: Outcome, message_part: str) -> Outcome:
     """The test must have been skipped with ``message_part`` in its reason."""
     assert result.status is Status.SKIPPED, f"expected the TCK to skip with '... {message_part} ...', got {result}"
     assert message_part in result.message, (
-        f"expected the TCK to skip with '... {message_part} ...', yet it skipped with: {result.message}")
+        f"expected the TCK to skip with '... {message_part} ...', yet it skipped with: {result.message}"
+    )
     return result
 
 

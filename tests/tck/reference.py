@@ -572,7 +572,7 @@ class MulticastProcessor(_TerminatingProcessor[T]):
                     subscriber.on_next(subscription.queue.popleft())
                     progress = True
             wanted = any(s.demand > len(s.queue) for s in self._subscriptions if s.subscriber is not None)
-            if (wanted and self._terminal is None and self._upstream is not None and not self._in_flight):
+            if wanted and self._terminal is None and self._upstream is not None and not self._in_flight:
                 self._in_flight = True
                 self._upstream.request(1)
                 progress = True

@@ -56,8 +56,9 @@ def test_rows_are_written_as_each_test_ends() -> None:
 @pytest.mark.timeout(60)
 def test_a_test_that_never_ends_fails_at_the_test_timeout_and_the_run_goes_on() -> None:
     try:
-        status, output = run("publisher", "tests.tck.broken:hanging_publisher", "-k", "create_publisher",
-                             "--test-timeout", "0.5", *FAST)
+        status, output = run(
+            "publisher", "tests.tck.broken:hanging_publisher", "-k", "create_publisher", "--test-timeout", "0.5", *FAST
+        )
     finally:
         broken.hanging_release.set()
     lines = output.splitlines()
@@ -73,8 +74,10 @@ def test_a_test_that_never_ends_fails_at_the_test_timeout_and_the_run_goes_on() 
 def test_verbose_shows_whole_names_messages_and_the_traceback() -> None:
     status, output = run("publisher", "tests.tck.broken:over_delivering_publisher", "-k", "spec101", "-v", *FAST)
     assert status == 1
-    assert "required_spec101_subscription_request_must_result_in_the_correct_number_of_produced_elements failed" \
+    assert (
+        "required_spec101_subscription_request_must_result_in_the_correct_number_of_produced_elements failed"
         in " ".join(output.split())
+    )
     assert "Traceback (most recent call last):" in output
     assert "…" not in output
 
@@ -94,9 +97,13 @@ def test_junit_xml_reports_every_outcome(tmp_path: Path) -> None:
     failed = [case for case in cases if case.find("failure") is not None]
     skipped = [case for case in cases if case.find("skipped") is not None]
     assert suite.tag == "testsuite" and suite.get("name") == (
-        "PublisherVerification[tests.tck.broken:over_delivering_publisher]")
+        "PublisherVerification[tests.tck.broken:over_delivering_publisher]"
+    )
     assert (suite.get("tests"), suite.get("failures"), suite.get("skipped")) == (
-        str(len(cases)), str(len(failed)), str(len(skipped)))
+        str(len(cases)),
+        str(len(failed)),
+        str(len(skipped)),
+    )
     assert len(cases) == 38 and failed and skipped
     by_name = {case.get("name"): case for case in cases}
     failure = by_name[
@@ -122,23 +129,37 @@ VALUE = 7
     ("args", "message"),
     [
         (["publisher", "no_colon_here"], "target must be MODULE:FACTORY, got 'no_colon_here'"),
-        (["publisher", "no.such.module:f"],
-         "cannot import 'no.such.module' for target 'no.such.module:f': ModuleNotFoundError: No module named 'no'"),
-        (["publisher", "tests.tck.test_cli:missing"],
-         "target 'tests.tck.test_cli:missing': 'tests.tck.test_cli' has no attribute 'missing'"),
+        (
+            ["publisher", "no.such.module:f"],
+            "cannot import 'no.such.module' for target 'no.such.module:f': ModuleNotFoundError: No module named 'no'",
+        ),
+        (
+            ["publisher", "tests.tck.test_cli:missing"],
+            "target 'tests.tck.test_cli:missing': 'tests.tck.test_cli' has no attribute 'missing'",
+        ),
         (["publisher", "tests.tck.test_cli:VALUE"], "'tests.tck.test_cli:VALUE' is 7, not a factory of a Publisher"),
-        (["subscriber-blackbox", "tests.tck.test_cli:not_a_factory"],
-         "tests.tck.test_cli:not_a_factory() returned 42, which is not a Flow or Reactive Streams Subscriber "
-         "(kind 'subscriber-blackbox')"),
-        (["publisher", "tests.tck.test_cli:raising_factory"],
-         "tests.tck.test_cli:raising_factory(1) raised ValueError: no publisher today"),
-        (["processor", "tests.tck.reference:range_publisher"],
-         "tests.tck.reference:range_publisher(1) returned RangePublisher(0, 1), which is not a Flow or Reactive "
-         "Streams Processor (kind 'processor')"),
-        (["publisher", "tests.tck.reference:range_publisher", "--failed", "tests.tck.test_cli:VALUE"],
-         "'tests.tck.test_cli:VALUE' is 7, not a factory of a Publisher"),
-        (["publisher", "tests.tck.reference:range_publisher", "--test-timeout", "-1"],
-         "--test-timeout must be >= 0, got -1"),
+        (
+            ["subscriber-blackbox", "tests.tck.test_cli:not_a_factory"],
+            "tests.tck.test_cli:not_a_factory() returned 42, which is not a Flow or Reactive Streams Subscriber "
+            "(kind 'subscriber-blackbox')",
+        ),
+        (
+            ["publisher", "tests.tck.test_cli:raising_factory"],
+            "tests.tck.test_cli:raising_factory(1) raised ValueError: no publisher today",
+        ),
+        (
+            ["processor", "tests.tck.reference:range_publisher"],
+            "tests.tck.reference:range_publisher(1) returned RangePublisher(0, 1), which is not a Flow or Reactive "
+            "Streams Processor (kind 'processor')",
+        ),
+        (
+            ["publisher", "tests.tck.reference:range_publisher", "--failed", "tests.tck.test_cli:VALUE"],
+            "'tests.tck.test_cli:VALUE' is 7, not a factory of a Publisher",
+        ),
+        (
+            ["publisher", "tests.tck.reference:range_publisher", "--test-timeout", "-1"],
+            "--test-timeout must be >= 0, got -1",
+        ),
     ],
 )
 def test_unusable_targets_are_one_line_usage_errors(
@@ -154,8 +175,15 @@ def test_flowpy_command_runs_tck_and_reports_usage() -> None:
     env = dict(os.environ, PYTHONPATH=str(ROOT))
 
     def flowpy(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-m", "flowpy", *args], cwd=ROOT, env=env,
-                              capture_output=True, text=True, timeout=50, check=False)
+        return subprocess.run(
+            [sys.executable, "-m", "flowpy", *args],
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=50,
+            check=False,
+        )
 
     done = flowpy("tck", "publisher", "tests.tck.reference:range_publisher", "-k", "spec309", *FAST)
     assert (done.returncode, done.stdout.splitlines()[-1]) == (0, "3 passed, 0 failed, 0 skipped")
@@ -165,11 +193,14 @@ def test_flowpy_command_runs_tck_and_reports_usage() -> None:
     unknown = flowpy("frob")
     assert unknown.returncode == 2
     assert unknown.stderr.splitlines()[-1] == (
-        "flowpy: error: argument COMMAND: invalid choice: 'frob' (choose from 'tck', 'job')")
+        "flowpy: error: argument COMMAND: invalid choice: 'frob' (choose from 'tck', 'job')"
+    )
     failed = flowpy("tck", "publisher", "nowhere:f")
     assert (failed.returncode, failed.stderr) == (
-        2, "flowpy tck: error: cannot import 'nowhere' for target 'nowhere:f': ModuleNotFoundError: "
-           "No module named 'nowhere'\n")
+        2,
+        "flowpy tck: error: cannot import 'nowhere' for target 'nowhere:f': ModuleNotFoundError: "
+        "No module named 'nowhere'\n",
+    )
 
 
 def test_flowpy_is_a_console_script() -> None:

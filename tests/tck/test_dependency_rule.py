@@ -17,7 +17,15 @@ import pytest
 FLOWPY = Path(__file__).resolve().parents[2] / "flowpy"
 
 API_LAYER = frozenset(
-    {"flowpy.flow", "flowpy.reactivestreams", "flowpy.adapters", "flowpy.errors", "flowpy._demand", "flowpy._checks", "flowpy._pool"}
+    {
+        "flowpy.flow",
+        "flowpy.reactivestreams",
+        "flowpy.adapters",
+        "flowpy.errors",
+        "flowpy._demand",
+        "flowpy._checks",
+        "flowpy._pool",
+    }
 )
 """What flowpy.tck may import from flowpy besides itself."""
 
@@ -92,7 +100,8 @@ def test_tck_modules_import_no_cycle() -> None:
     for path in tck_modules():
         name = module_name(path)
         graph[name] = {
-            imported for imported in imports(path.read_text(encoding="utf-8"), name)
+            imported
+            for imported in imports(path.read_text(encoding="utf-8"), name)
             if imported.startswith("flowpy.tck") and imported != name
         }
     # The package imports every module for its re-exports; a module importing
@@ -103,7 +112,7 @@ def test_tck_modules_import_no_cycle() -> None:
     def visit(name: str) -> None:
         if name in done:
             return
-        assert name not in visiting, f"import cycle: {' -> '.join([*visiting[visiting.index(name):], name])}"
+        assert name not in visiting, f"import cycle: {' -> '.join([*visiting[visiting.index(name) :], name])}"
         visiting.append(name)
         for imported in sorted(graph.get(name, ())):
             visit(imported)
@@ -123,13 +132,18 @@ def test_tck_modules_import_no_cycle() -> None:
         ("from flowpy.executors import DaemonThreadPool\n", ["flowpy.executors"]),
         ("from flowpy import submission, flow\n", ["flowpy.submission"]),
         ("import flowpy\n", ["flowpy"]),
-        ("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from flowpy.sources import RangePublisher\n",
-         ["flowpy.sources"]),
+        (
+            "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from flowpy.sources import RangePublisher\n",
+            ["flowpy.sources"],
+        ),
         ("def f() -> None:\n    from flowpy._buffered import X\n", ["flowpy._buffered"]),
         ("from .. import processors\n", ["flowpy.processors"]),
         ("import pytest\n", ["pytest"]),
-        ("import threading\nfrom flowpy import adapters\nfrom flowpy._demand import add_demand\n"
-         "from . import signals\n", []),
+        (
+            "import threading\nfrom flowpy import adapters\nfrom flowpy._demand import add_demand\n"
+            "from . import signals\n",
+            [],
+        ),
     ],
 )
 def test_violations_are_found_wherever_the_import_is(source: str, expected: list[str]) -> None:
@@ -140,7 +154,7 @@ def test_rule_is_stated_with_the_same_modules_in_the_package_and_the_docs() -> N
     import flowpy.tck
 
     docs = (FLOWPY.parent / "docs" / "tck.md").read_text(encoding="utf-8")
-    rule = docs[docs.index("## What the kit depends on"):docs.index("## Where it departs")]
+    rule = docs[docs.index("## What the kit depends on") : docs.index("## Where it departs")]
     for name in API_LAYER:
         assert name in (flowpy.tck.__doc__ or ""), name
         assert f"`{name}`" in rule, name
@@ -151,9 +165,21 @@ def test_names_of_the_environment_module_stay_importable_from_it() -> None:
     import flowpy.tck.environment as environment
 
     before_the_split = [
-        "DEFAULT_TIMEOUT_MILLIS", "TEST_BUFFER_SIZE", "BlackholeSubscriberWithSubscriptionSupport", "Latch",
-        "ManualPublisher", "ManualSubscriber", "ManualSubscriberWithSubscriptionSupport", "Promise", "Receptacle",
-        "SkipTest", "SubscriberBufferOverflowError", "TestEnvironment", "TestException", "TestSubscriber", "skip",
+        "DEFAULT_TIMEOUT_MILLIS",
+        "TEST_BUFFER_SIZE",
+        "BlackholeSubscriberWithSubscriptionSupport",
+        "Latch",
+        "ManualPublisher",
+        "ManualSubscriber",
+        "ManualSubscriberWithSubscriptionSupport",
+        "Promise",
+        "Receptacle",
+        "SkipTest",
+        "SubscriberBufferOverflowError",
+        "TestEnvironment",
+        "TestException",
+        "TestSubscriber",
+        "skip",
     ]
     assert sorted(environment.__all__) == sorted(before_the_split)
     for name in before_the_split:

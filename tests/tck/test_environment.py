@@ -21,8 +21,11 @@ def test_environment_defaults_are_the_java_tck_ones(monkeypatch: pytest.MonkeyPa
     for name in ("DEFAULT_TIMEOUT_MILLIS", "DEFAULT_NO_SIGNALS_TIMEOUT_MILLIS", "DEFAULT_POLL_TIMEOUT_MILLIS"):
         monkeypatch.delenv(name, raising=False)
     env = TestEnvironment()
-    assert (env.default_timeout_millis, env.default_no_signals_timeout_millis,
-            env.default_poll_timeout_millis) == (100, 100, 100)
+    assert (env.default_timeout_millis, env.default_no_signals_timeout_millis, env.default_poll_timeout_millis) == (
+        100,
+        100,
+        100,
+    )
 
 
 def test_environment_variables_set_defaults_and_code_overrides_them(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -30,8 +33,11 @@ def test_environment_variables_set_defaults_and_code_overrides_them(monkeypatch:
     monkeypatch.setenv("DEFAULT_NO_SIGNALS_TIMEOUT_MILLIS", "40")
     monkeypatch.setenv("DEFAULT_POLL_TIMEOUT_MILLIS", "7")
     env = TestEnvironment()
-    assert (env.default_timeout_millis, env.default_no_signals_timeout_millis,
-            env.default_poll_timeout_millis) == (500, 40, 7)
+    assert (env.default_timeout_millis, env.default_no_signals_timeout_millis, env.default_poll_timeout_millis) == (
+        500,
+        40,
+        7,
+    )
     assert TestEnvironment(30).default_timeout_millis == 30
 
 
@@ -44,8 +50,11 @@ def test_environment_no_signals_and_poll_default_to_the_timeout(monkeypatch: pyt
 
 def test_environment_variable_not_an_integer_raises(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("DEFAULT_TIMEOUT_MILLIS", "fast")
-    with pytest.raises(ValueError, match=r"^environment variable DEFAULT_TIMEOUT_MILLIS must be an integer "
-                       r"\(milliseconds\), got 'fast'$"):
+    with pytest.raises(
+        ValueError,
+        match=r"^environment variable DEFAULT_TIMEOUT_MILLIS must be an integer "
+        r"\(milliseconds\), got 'fast'$",
+    ):
         TestEnvironment()
 
 
@@ -110,7 +119,8 @@ def test_promise_completed_twice_flops() -> None:
     promise.complete(2)
     assert promise.value() == 1
     assert [str(e) for e in env.async_errors] == [
-        "Cannot complete a promise more than once! Present value: 1, attempted to set: 2"]
+        "Cannot complete a promise more than once! Present value: 1, attempted to set: 2"
+    ]
 
 
 def test_receptacle_overflow_flops_and_raises() -> None:
@@ -140,8 +150,10 @@ def test_configured_defaults_are_readable_without_an_environment(monkeypatch: py
     assert TestEnvironment.env_default_poll_timeout_millis() == 300
     monkeypatch.setenv("DEFAULT_NO_SIGNALS_TIMEOUT_MILLIS", "20")
     monkeypatch.setenv("DEFAULT_POLL_TIMEOUT_MILLIS", "5")
-    assert (TestEnvironment.env_default_no_signals_timeout_millis(),
-            TestEnvironment.env_default_poll_timeout_millis()) == (20, 5)
+    assert (
+        TestEnvironment.env_default_no_signals_timeout_millis(),
+        TestEnvironment.env_default_poll_timeout_millis(),
+    ) == (20, 5)
     monkeypatch.delenv("DEFAULT_TIMEOUT_MILLIS")
     assert TestEnvironment.env_default_timeout_millis() == DEFAULT_TIMEOUT_MILLIS == 100
 
@@ -169,8 +181,11 @@ def test_completion_timeout_reports_the_first_recorded_error() -> None:
     env = TestEnvironment(10, 10)
     receptacle: Receptacle[int] = Receptacle(env)
     env.flop("Unexpected Subscriber::on_error(ValueError('too soon'))", ValueError("too soon"))
-    with pytest.raises(AssertionError, match=r"^Async error during test execution: Unexpected "
-                       r"Subscriber::on_error\(ValueError\('too soon'\)\)$"):
+    with pytest.raises(
+        AssertionError,
+        match=r"^Async error during test execution: Unexpected "
+        r"Subscriber::on_error\(ValueError\('too soon'\)\)$",
+    ):
         receptacle.expect_completion(10, "Did not receive expected stream completion")
     assert [str(e) for e in env.async_errors] == ["too soon", "Did not receive expected stream completion within 10 ms"]
 

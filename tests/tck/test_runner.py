@@ -21,7 +21,12 @@ def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     return subprocess.run(
         [sys.executable, "-m", "flowpy.tck", *args],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=60, check=False,
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
     )
 
 
@@ -44,7 +49,10 @@ def test_cli_correct_publisher_exits_zero_with_table() -> None:
     table = rows(done.stdout)
     assert table["required_spec303_must_not_allow_unbounded_recursion"] == ["3.3", "passed"]
     assert table["untested_spec304_request_should_not_perform_heavy_computations"] == [
-        "3.4", "skipped", "not verified by this TCK"]
+        "3.4",
+        "skipped",
+        "not verified by this TCK",
+    ]
 
 
 @pytest.mark.timeout(60)
@@ -52,8 +60,7 @@ def test_cli_broken_publisher_exits_one_and_reports_rule() -> None:
     done = run_cli("publisher", "tests.tck.broken:over_delivering_publisher", "--no-signals-timeout", "20")
     assert done.returncode == 1, done.stdout + done.stderr
     table = rows(done.stdout)
-    rule, outcome, message = table[
-        "required_spec101_subscription_request_must_result_in_the_correct_numb…"]
+    rule, outcome, message = table["required_spec101_subscription_request_must_result_in_the_correct_numb…"]
     assert (rule, outcome) == ("1.1", "failed")
     assert message.startswith("Publisher signalled more than requested (rule 1.1)")
 
@@ -77,18 +84,34 @@ def test_run_verification_returns_outcome_per_test() -> None:
 
 
 def test_verification_for_unknown_kind_raises() -> None:
-    with pytest.raises(ValueError, match=r"^kind must be one of \['processor', 'publisher', "
-                       r"'subscriber-blackbox', 'subscriber-whitebox'\], got 'consumer'$"):
+    with pytest.raises(
+        ValueError,
+        match=r"^kind must be one of \['processor', 'publisher', "
+        r"'subscriber-blackbox', 'subscriber-whitebox'\], got 'consumer'$",
+    ):
         verification_for("consumer", range_publisher)
 
 
 def test_main_failed_publisher_option_runs_rule_1_4_tests() -> None:
     out = io.StringIO()
-    status = main(["publisher", "tests.tck.reference:range_publisher", "--failed",
-                   "tests.tck.broken:throwing_failed_publisher", "-k", "spec104", "--timeout", "200"], out)
+    status = main(
+        [
+            "publisher",
+            "tests.tck.reference:range_publisher",
+            "--failed",
+            "tests.tck.broken:throwing_failed_publisher",
+            "-k",
+            "spec104",
+            "--timeout",
+            "200",
+        ],
+        out,
+    )
     assert status == 1
-    assert ("Publisher raised RuntimeError('It is not valid to throw here!') instead of signalling the error"
-            in out.getvalue())
+    assert (
+        "Publisher raised RuntimeError('It is not valid to throw here!') instead of signalling the error"
+        in out.getvalue()
+    )
 
 
 @pytest.mark.parametrize(

@@ -48,13 +48,15 @@ def test_skip_is_the_tcks_own_type_under_pytest() -> None:
 
 def _run(code: str, *args: str) -> subprocess.CompletedProcess[str]:
     env = dict(os.environ, PYTHONPATH=str(ROOT))
-    return subprocess.run([sys.executable, *args, code], cwd=ROOT, env=env, capture_output=True, text=True,
-                          timeout=60, check=False)
+    return subprocess.run(
+        [sys.executable, *args, code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60, check=False
+    )
 
 
 @pytest.mark.timeout(60)
 def test_skip_is_the_same_type_without_pytest() -> None:
-    done = _run(textwrap.dedent("""
+    done = _run(
+        textwrap.dedent("""
         import sys
         from flowpy.tck import NOT_VERIFIED, PublisherVerification, SkipTest
         try:
@@ -62,7 +64,9 @@ def test_skip_is_the_same_type_without_pytest() -> None:
         except SkipTest as exc:
             print(type(exc).__module__, type(exc).__qualname__, exc.reason == NOT_VERIFIED)
         print("pytest" in sys.modules)
-    """), "-c")
+    """),
+        "-c",
+    )
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines() == ["flowpy.tck.skips SkipTest True", "False"]
 
@@ -70,14 +74,27 @@ def test_skip_is_the_same_type_without_pytest() -> None:
 @pytest.mark.timeout(60)
 def test_pytest_reports_a_tck_skip_as_skipped_with_its_reason(tmp_path: Path) -> None:
     module = tmp_path / "test_skipping.py"
-    module.write_text(textwrap.dedent("""
+    module.write_text(
+        textwrap.dedent("""
         from tests.tck.test_skips import _Range
 
         class TestRange(_Range):
             pass
-    """))
-    done = _run(str(module), "-m", "pytest", "-q", "-rs", "-p", "no:randomly", "-p", "no:cacheprovider",
-                "-k", "spec110 or spec104")
+    """)
+    )
+    done = _run(
+        str(module),
+        "-m",
+        "pytest",
+        "-q",
+        "-rs",
+        "-p",
+        "no:randomly",
+        "-p",
+        "no:cacheprovider",
+        "-k",
+        "spec110 or spec104",
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     assert "2 skipped" in done.stdout
     assert NOT_VERIFIED in done.stdout
@@ -85,9 +102,16 @@ def test_pytest_reports_a_tck_skip_as_skipped_with_its_reason(tmp_path: Path) ->
 
 
 def test_skip_reasons_are_exported() -> None:
-    for name in ("NOT_VERIFIED", "SKIPPING_NO_ERROR_PUBLISHER_AVAILABLE", "SKIPPING_OPTIONAL_TEST_FAILED",
-                 "SKIPPING_STOCHASTIC_TEST", "SKIPPING_TOO_FEW_ELEMENTS", "SKIPPING_TOO_FEW_SUBSCRIBERS",
-                 "SKIPPING_UNABLE_TO_COMPLETE", "SkipTest"):
+    for name in (
+        "NOT_VERIFIED",
+        "SKIPPING_NO_ERROR_PUBLISHER_AVAILABLE",
+        "SKIPPING_OPTIONAL_TEST_FAILED",
+        "SKIPPING_STOCHASTIC_TEST",
+        "SKIPPING_TOO_FEW_ELEMENTS",
+        "SKIPPING_TOO_FEW_SUBSCRIBERS",
+        "SKIPPING_UNABLE_TO_COMPLETE",
+        "SkipTest",
+    ):
         assert name in flowpy.tck.__all__
 
 
@@ -102,20 +126,24 @@ def _skip_reason(verification: type, test: str) -> str:
 def test_each_skip_reason_is_the_constant() -> None:
     publisher = verification_for("publisher", range_publisher, env=lambda: TestEnvironment(200, 10))
     assert _skip_reason(publisher, "test_optional_spec104_must_signal_on_error_when_fails") == (
-        SKIPPING_NO_ERROR_PUBLISHER_AVAILABLE)
+        SKIPPING_NO_ERROR_PUBLISHER_AVAILABLE
+    )
     stochastic = type("Stochastic", (publisher,), {"skip_stochastic_tests": lambda self: True})
     assert _skip_reason(stochastic, "test_stochastic_spec103_must_signal_on_methods_sequentially") == (
-        SKIPPING_STOCHASTIC_TEST)
+        SKIPPING_STOCHASTIC_TEST
+    )
     few = verification_for("publisher", range_publisher, max_elements=2)
     assert _skip_reason(few, "test_required_spec102_may_signal_less_than_requested_and_terminate_subscription") == (
-        f"{SKIPPING_TOO_FEW_ELEMENTS}3 is higher than supported by given producer: 2")
+        f"{SKIPPING_TOO_FEW_ELEMENTS}3 is higher than supported by given producer: 2"
+    )
     endless = verification_for("publisher", range_publisher, max_elements=2**63 - 1)
     assert _skip_reason(endless, "test_required_spec102_may_signal_less_than_requested_and_terminate_subscription") == (
-        SKIPPING_UNABLE_TO_COMPLETE)
+        SKIPPING_UNABLE_TO_COMPLETE
+    )
     processor = verification_for("processor", lambda size: IdentityProcessor(), max_subscribers=1)
-    assert _skip_reason(processor, "test_required_must_request_from_upstream_for_elements_that_have_been_"
-                        "requested_long_ago") == (
-        f"{SKIPPING_TOO_FEW_SUBSCRIBERS}2 subscribers and max_supported_subscribers() is 1")
+    assert _skip_reason(
+        processor, "test_required_must_request_from_upstream_for_elements_that_have_been_requested_long_ago"
+    ) == (f"{SKIPPING_TOO_FEW_SUBSCRIBERS}2 subscribers and max_supported_subscribers() is 1")
     processor.teardown_class()  # type: ignore[attr-defined]
 
 

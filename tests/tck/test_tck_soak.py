@@ -62,8 +62,10 @@ def test_exception_in_another_thread_is_a_failure_naming_thread_and_test() -> No
     assert failures == 1
     assert "2 test runs in" in report
     assert "1 failures (0 failed tests, 1 exceptions in other threads)" in report
-    assert ("1 x thread: _RaisingThreads.test_required_thread_raises: uncaught in thread soak-test-thread: "
-            "ValueError: boom in a thread at test_tck_soak.py:") in report
+    assert (
+        "1 x thread: _RaisingThreads.test_required_thread_raises: uncaught in thread soak-test-thread: "
+        "ValueError: boom in a thread at test_tck_soak.py:"
+    ) in report
 
 
 @pytest.mark.timeout(60)
@@ -73,9 +75,11 @@ def test_exception_in_a_helper_executor_task_is_counted_once() -> None:
     # the task's exception is recorded: then it counts "between tests".
     failures, report = _run_soak(_RaisingHelperTask)
     assert failures == 1, report
-    assert re.search(r"\n  1 x thread: (_RaisingHelperTask\.test_required_helper_task_raises|\(between tests\)): "
-                     r"task on tck-soak-\d+: KeyError: 'lost in the helper executor' at test_tck_soak\.py:\d+\n",
-                     report), report
+    assert re.search(
+        r"\n  1 x thread: (_RaisingHelperTask\.test_required_helper_task_raises|\(between tests\)): "
+        r"task on tck-soak-\d+: KeyError: 'lost in the helper executor' at test_tck_soak\.py:\d+\n",
+        report,
+    ), report
 
 
 def test_watched_futures_executor_counts_the_exception_its_future_keeps() -> None:
@@ -92,5 +96,6 @@ def test_watched_futures_executor_counts_the_exception_its_future_keeps() -> Non
         as_execute(failures.watch(pool))(task)
         assert done.wait(10)
     assert list(failures.failures) == [
-        next(key for key in failures.failures if key.startswith("a test: task on ThreadPoolExecutor-"))]
+        next(key for key in failures.failures if key.startswith("a test: task on ThreadPoolExecutor-"))
+    ]
     assert "RuntimeError: kept in a future at test_tck_soak.py:" in next(iter(failures.failures))

@@ -67,8 +67,12 @@ def test_publisher_verification_has_the_38_java_tests_in_order() -> None:
 
 @pytest.mark.parametrize(
     ("verification", "count"),
-    [(PublisherVerification, 38), (SubscriberWhiteboxVerification, 27), (SubscriberBlackboxVerification, 26),
-     (IdentityProcessorVerification, 68)],
+    [
+        (PublisherVerification, 38),
+        (SubscriberWhiteboxVerification, 27),
+        (SubscriberBlackboxVerification, 26),
+        (IdentityProcessorVerification, 68),
+    ],
 )
 def test_verification_has_the_java_number_of_tests(verification: type, count: int) -> None:
     assert len(verification_tests(verification)) == count
@@ -85,8 +89,9 @@ def test_identity_processor_verification_delegates_every_publisher_and_whitebox_
     }
 
 
-@pytest.mark.parametrize("verification", [PublisherVerification, SubscriberWhiteboxVerification,
-                                          SubscriberBlackboxVerification])
+@pytest.mark.parametrize(
+    "verification", [PublisherVerification, SubscriberWhiteboxVerification, SubscriberBlackboxVerification]
+)
 def test_every_test_name_has_a_kind_prefix(verification: type) -> None:
     kinds = {name.split("_")[1] for name in verification_tests(verification)}
     assert kinds <= {"required", "optional", "stochastic", "untested"}
