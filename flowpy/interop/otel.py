@@ -35,6 +35,7 @@ from __future__ import annotations
 import threading
 import weakref
 from collections.abc import Callable, Iterable, Iterator
+from operator import attrgetter
 from types import TracebackType
 from typing import Any, Final
 
@@ -119,6 +120,36 @@ class Instrumentation:
         return f"<Instrumentation {self.name!r} {'closed' if self.closed else 'open'}>"
 
 
+_SUBSCRIBER_INSTRUMENTS = (
+    (
+        "flowpy.subscriber.buffered",
+        "up_down_counter",
+        "buffered",
+        "Items buffered for a subscriber and not yet delivered.",
+    ),
+    (
+        "flowpy.subscriber.capacity",
+        "up_down_counter",
+        "capacity",
+        "The most items that may be buffered for a subscriber.",
+    ),
+    (
+        "flowpy.subscriber.demand",
+        "gauge",
+        "demand",
+        "Items a subscriber requested and has not received; 2**63 - 1 is unbounded.",
+    ),
+    (
+        "flowpy.subscriber.delivered",
+        "counter",
+        "delivered",
+        "Items delivered to a subscriber (on_next calls that returned).",
+    ),
+    ("flowpy.subscriber.dropped", "counter", "dropped", "Items dropped for a subscriber because its buffer was full."),
+)
+"""The per-subscriber instruments: (name, kind, SubscriberSnapshot field, description); unit ``{item}``."""
+
+
 class StreamMetrics:
     """The flowpy instruments on one meter, reporting every registered stage.
 
@@ -136,36 +167,13 @@ class StreamMetrics:
         # --- Replaced under self._lock, never mutated; read without it by callbacks ---
         self._registrations: tuple[Instrumentation, ...] = ()
         meter = self._meter
-        meter.create_observable_up_down_counter(
-            "flowpy.subscriber.buffered",
-            [self._reader(lambda s: s.buffered)],
-            unit="{item}",
-            description="Items buffered for a subscriber and not yet delivered.",
-        )
-        meter.create_observable_up_down_counter(
-            "flowpy.subscriber.capacity",
-            [self._reader(lambda s: s.capacity)],
-            unit="{item}",
-            description="The most items that may be buffered for a subscriber.",
-        )
-        meter.create_observable_gauge(
-            "flowpy.subscriber.demand",
-            [self._reader(lambda s: s.demand)],
-            unit="{item}",
-            description="Items a subscriber requested and has not received; 2**63 - 1 is unbounded.",
-        )
-        meter.create_observable_counter(
-            "flowpy.subscriber.delivered",
-            [self._reader(lambda s: s.delivered)],
-            unit="{item}",
-            description="Items delivered to a subscriber (on_next calls that returned).",
-        )
-        meter.create_observable_counter(
-            "flowpy.subscriber.dropped",
-            [self._reader(lambda s: s.dropped)],
-            unit="{item}",
-            description="Items dropped for a subscriber because its buffer was full.",
-        )
+        create = {
+            "counter": meter.create_observable_counter,
+            "up_down_counter": meter.create_observable_up_down_counter,
+            "gauge": meter.create_observable_gauge,
+        }
+        for name, kind, field, description in _SUBSCRIBER_INSTRUMENTS:
+            create[kind](name, [self._reader(attrgetter(field))], unit="{item}", description=description)
         meter.create_observable_up_down_counter(
             "flowpy.publisher.subscribers",
             [self._count_subscribers],

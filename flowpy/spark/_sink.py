@@ -6,10 +6,11 @@ import contextlib
 import os
 import time
 import uuid
+from abc import ABC, abstractmethod
 from collections.abc import Callable
 from concurrent.futures import Future, InvalidStateError
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal, Protocol, get_args
+from typing import TYPE_CHECKING, Literal, get_args
 from urllib.parse import urlsplit
 
 from flowpy._signals import call_subscription
@@ -85,8 +86,13 @@ class ParquetSinkError(RuntimeError):
         self.batches_committed = batches_committed
 
 
-class _Directory(Protocol):
+class _Directory(ABC):
     """The sink's output directory: commits one Arrow table at a time as one Parquet file."""
+
+    def __init__(self) -> None:
+        # The mode of the next write: "overwrite" until the first commit of
+        # mode="overwrite" has replaced the path, then "append".
+        self._next_mode = "append"
 
     def prepare(self, mode: WriteMode) -> None:
         """Apply ``mode``: refuse a path that holds data (``"error"``), or replace it at the first commit.
@@ -94,11 +100,19 @@ class _Directory(Protocol):
         Raises:
             FileExistsError: if ``mode`` is ``"error"`` and the path holds data.
         """
+        self._check(mode)
+        self._next_mode = "overwrite" if mode == "overwrite" else "append"
 
     @property
     def replaced(self) -> bool:
         """Whether a pending ``"overwrite"`` has been applied (always, for the other modes)."""
+        return self._next_mode == "append"
 
+    @abstractmethod
+    def _check(self, mode: WriteMode) -> None:
+        """Raise if the path cannot be written in ``mode`` (see :meth:`prepare`)."""
+
+    @abstractmethod
     def commit(self, table: pa.Table, sequence: int) -> None:
         """Write ``table`` (batch number ``sequence``, from 0) as one Parquet file that appears at once.
 
@@ -106,6 +120,7 @@ class _Directory(Protocol):
             Exception: whatever the write raised; nothing of this batch is left visible.
         """
 
+    @abstractmethod
     def commit_empty(self, batches: ArrowBatches) -> None:
         """Replace the path with an empty file of the stream's schema (``"overwrite"`` of an empty stream)."""
 
@@ -126,7 +141,7 @@ def _holds_files(spark: SparkSession, path: str) -> bool:
 _FILE_EXISTS = "ParquetSink path {path!r} already holds data; use mode='append' or 'overwrite'"
 
 
-class _SparkDirectory:
+class _SparkDirectory(_Directory):
     """The output directory written through Spark's own file writer (classic or Connect alike).
 
     A batch is one Spark write of one partition (``coalesce(1)``) in append
@@ -141,16 +156,11 @@ class _SparkDirectory:
         self._spark = spark
         self._path = path
         self._batches = batches
-        self._next_mode = "append"  # the first write of mode="overwrite" replaces the path
+        super().__init__()
 
-    def prepare(self, mode: WriteMode) -> None:
+    def _check(self, mode: WriteMode) -> None:
         if mode == "error" and _holds_files(self._spark, self._path):
             raise FileExistsError(_FILE_EXISTS.format(path=self._path))
-        self._next_mode = "overwrite" if mode == "overwrite" else "append"
-
-    @property
-    def replaced(self) -> bool:
-        return self._next_mode == "append"
 
     def commit(self, table: pa.Table, sequence: int) -> None:
         self.write(self._batches.frame(table), sequence)
@@ -172,7 +182,7 @@ def _parquet_file(table: pa.Table, filesystem: pafs.FileSystem, path: str) -> No
         pq.write_table(table, out, compression="snappy")
 
 
-class _ArrowDirectory:
+class _ArrowDirectory(_Directory):
     """The output directory written by this process with pyarrow (``pyarrow.fs``), no Spark job per batch.
 
     A batch is written to a hidden staging file in ``path``
@@ -194,9 +204,9 @@ class _ArrowDirectory:
             self._fs, self._root = pafs.FileSystem.from_uri(path)
         self._path = path
         self._run = uuid.uuid4().hex
-        self._next_mode = "append"
+        super().__init__()
 
-    def prepare(self, mode: WriteMode) -> None:
+    def _check(self, mode: WriteMode) -> None:
         import pyarrow.fs as pafs
 
         kind = self._fs.get_file_info(self._root).type
@@ -204,11 +214,6 @@ class _ArrowDirectory:
             raise NotADirectoryError(f"ParquetSink path {self._path!r} is a file, not a directory")
         if mode == "error" and self._entries(visible=True):
             raise FileExistsError(_FILE_EXISTS.format(path=self._path))
-        self._next_mode = "overwrite" if mode == "overwrite" else "append"
-
-    @property
-    def replaced(self) -> bool:
-        return self._next_mode == "append"
 
     def commit(self, table: pa.Table, sequence: int) -> None:
         self._fs.create_dir(self._root, recursive=True)
