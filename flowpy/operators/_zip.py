@@ -16,12 +16,14 @@ from flowpy._signals import reraise_fatal, signal_subscribe
 from flowpy.flow import Publisher, Subscriber
 from flowpy.operators._base import (
     DemandDrain,
-    StagePublisher,
+    TrackedStagePublisher,
     require_callable,
     require_positive,
     require_publisher,
 )
 from flowpy.operators._queue import QueueSubscriber
+from flowpy.operators._tracking import Stage
+from flowpy.snapshots import SubscriberSnapshot
 
 __all__ = ["zip_"]
 
@@ -39,6 +41,19 @@ class _ZipCoordinator(DemandDrain):
 
     def _cancel_upstream(self) -> None:
         self._end()
+
+    def reading(self) -> SubscriberSnapshot | None:
+        """The sources' queues and this stage's counters, or ``None`` once it ended (racy).
+
+        ``buffered`` sums the queues; ``capacity`` is ``prefetch`` for each source.
+        """
+        if self.cancelled:
+            return None
+        inners = self.inners
+        buffered = sum(len(inner.queue) for inner in inners)
+        return SubscriberSnapshot(
+            self._downstream, buffered, inners[0].prefetch * len(inners), self._requested, self.delivered, 0
+        )
 
     def _has_work(self) -> bool:
         return self._requested > 0 and all(inner.queue for inner in self.inners)
@@ -92,10 +107,15 @@ class _ZipCoordinator(DemandDrain):
 
 
 def _zip_into(
-    subscriber: Subscriber[Any], publishers: tuple[Publisher[Any], ...], fn: Callable[..., Any] | None, prefetch: int
+    subscriber: Subscriber[Any],
+    publishers: tuple[Publisher[Any], ...],
+    fn: Callable[..., Any] | None,
+    prefetch: int,
+    track: Callable[[Stage], None],
 ) -> None:
     """Subscribe ``subscriber`` to a coordinator that zips ``publishers``."""
     coordinator = _ZipCoordinator(subscriber, fn, len(publishers), prefetch)
+    track(coordinator)
     if not signal_subscribe(subscriber, coordinator):
         return  # cancelled: no source is subscribed
     for publisher, inner in zip(publishers, coordinator.inners, strict=True):
@@ -129,4 +149,6 @@ def zip_(*publishers: Publisher[Any], fn: Callable[..., Any] | None = None, pref
     if fn is not None:
         require_callable(fn, "fn")
     require_positive(prefetch, "prefetch")
-    return StagePublisher("zip", lambda subscriber: _zip_into(subscriber, publishers, fn, prefetch))
+    return TrackedStagePublisher(
+        "zip", lambda subscriber, track: _zip_into(subscriber, publishers, fn, prefetch, track), prefetch
+    )

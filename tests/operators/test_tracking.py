@@ -145,3 +145,20 @@ def test_flat_map_snapshot_counts_the_inners_it_made() -> None:
     assert _snapshot(stage).subscribers == (SubscriberSnapshot(recorder, 3, 8, 0, 0, 0),)
     recorder.request(2)
     assert _snapshot(stage).subscribers == (SubscriberSnapshot(recorder, 1, 8, 0, 2, 0),)
+
+
+def test_zip_snapshot_sums_the_source_queues_and_forgets_the_stage_at_the_end() -> None:
+    first, second = SpyPublisher(), SpyPublisher()
+    recorder = Recorder()
+    stage = operators.zip(first, second, prefetch=4)
+    stage.subscribe(recorder)
+    _feed(first, range(3))
+    _feed(second, range(10, 11))
+    assert _snapshot(stage) == PublisherSnapshot(False, 4, (SubscriberSnapshot(recorder, 4, 8, 0, 0, 0),))
+    recorder.request(5)
+    assert recorder.items == [(0, 10)]
+    assert _snapshot(stage).subscribers == (SubscriberSnapshot(recorder, 2, 8, 4, 1, 0),)
+    assert second.subscriber is not None
+    second.subscriber.on_complete()
+    assert recorder.completed
+    assert _snapshot(stage).subscribers == ()
