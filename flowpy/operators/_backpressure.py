@@ -18,17 +18,11 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any, Generic, Literal, TypeVar
 
-from flowpy._checks import none_error
+from flowpy._checks import none_error, require_callable, require_positive_int, require_publisher
 from flowpy._demand import MAX_DEMAND, add_demand, unfilled_demand
 from flowpy._signals import reraise_fatal
 from flowpy.flow import Publisher, Subscriber, Subscription
-from flowpy.operators._base import (
-    Relay,
-    TrackedStagePublisher,
-    require_callable,
-    require_positive,
-    require_publisher,
-)
+from flowpy.operators._base import Relay, TrackedStagePublisher
 from flowpy.operators._queue import HeadSubscriber, QueueDrain
 from flowpy.operators._tracking import Stage
 from flowpy.snapshots import SubscriberSnapshot
@@ -109,7 +103,7 @@ def on_backpressure_buffer(
         ValueError: if ``capacity`` is not positive or ``on_overflow`` is not a policy.
     """
     require_publisher(source, "source")
-    require_positive(capacity, "capacity")
+    require_positive_int(capacity, "capacity")
     if on_overflow not in _POLICIES:
         raise ValueError(f"on_overflow must be one of 'error', 'drop_oldest', 'drop_latest', got {on_overflow!r}")
 

@@ -1,4 +1,4 @@
-"""Machinery shared by the operators: the demand drain, and the argument checks under their names.
+"""Machinery shared by the operators: the demand drain, the relay, and the stage publishers.
 
 Every operator with a queue (``observe_on``, ``merge``, ``zip``, the
 backpressure operators) delivers to its subscriber from a *drain loop* that
@@ -14,10 +14,6 @@ from typing import Any, Generic, TypeVar
 
 from flowpy._checks import (
     require,
-    require_callable,
-    require_non_negative_int,
-    require_positive_int,
-    require_publisher,
     require_subscriber,
 )
 from flowpy._core.serial import SerialDrain
@@ -36,17 +32,7 @@ __all__ = [
     "StagePublisher",
     "TrackedStagePublisher",
     "reject_subscriber",
-    "require_callable",
-    "require_non_negative",
-    "require_positive",
-    "require_publisher",
-    "require_subscriber",
 ]
-
-
-# The operators' names for the argument checks of flowpy._checks (their one home).
-require_positive = require_positive_int
-require_non_negative = require_non_negative_int
 
 
 T_co = TypeVar("T_co", covariant=True)

@@ -7,10 +7,10 @@ from __future__ import annotations
 
 from typing import Generic, TypeVar
 
-from flowpy._checks import none_error
+from flowpy._checks import none_error, require_positive_int, require_publisher
 from flowpy._demand import MAX_DEMAND
 from flowpy.flow import Publisher, Subscriber
-from flowpy.operators._base import Relay, StagePublisher, require_positive, require_publisher
+from flowpy.operators._base import Relay, StagePublisher
 
 __all__ = ["buffer"]
 
@@ -71,5 +71,5 @@ def buffer(source: Publisher[T], count: int) -> Publisher[list[T]]:
         ValueError: if ``count`` is not positive.
     """
     require_publisher(source, "source")
-    require_positive(count, "count")
+    require_positive_int(count, "count")
     return StagePublisher("buffer", lambda subscriber: source.subscribe(_BufferSubscriber(subscriber, count)))

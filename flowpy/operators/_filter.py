@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, TypeVar, cast
 
+from flowpy._checks import require_callable, require_publisher
 from flowpy.flow import Publisher
-from flowpy.operators._base import require_callable, require_publisher
 from flowpy.operators._fused import Step, fuse, indent
 
 __all__ = ["filter_"]

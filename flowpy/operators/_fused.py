@@ -29,10 +29,11 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable
 from typing import Any, Generic, TypeVar
 
+from flowpy._checks import require_subscriber
 from flowpy._demand import add_demand
 from flowpy._signals import report, reraise_fatal
 from flowpy.flow import Publisher, Subscriber, Subscription
-from flowpy.operators._base import Relay, require_subscriber
+from flowpy.operators._base import Relay
 
 __all__ = ["Demand", "FusedPublisher", "FusedSubscriber", "Step", "fuse", "indent"]
 

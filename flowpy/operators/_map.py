@@ -8,9 +8,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, TypeVar, cast
 
+from flowpy._checks import require_callable, require_publisher
 from flowpy._core.sentinels import NO_INITIAL
 from flowpy.flow import Publisher
-from flowpy.operators._base import require_callable, require_publisher
 from flowpy.operators._fused import Step, fuse, indent
 
 __all__ = ["map_", "scan"]

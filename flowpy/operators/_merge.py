@@ -22,17 +22,11 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, Generic, TypeVar
 
-from flowpy._checks import none_error, require
+from flowpy._checks import none_error, require, require_callable, require_positive_int, require_publisher
 from flowpy._demand import MAX_DEMAND
 from flowpy._signals import reraise_fatal, signal_subscribe
 from flowpy.flow import Publisher, Subscriber, Subscription
-from flowpy.operators._base import (
-    DemandDrain,
-    TrackedStagePublisher,
-    require_callable,
-    require_positive,
-    require_publisher,
-)
+from flowpy.operators._base import DemandDrain, TrackedStagePublisher
 from flowpy.operators._queue import QueueSubscriber
 from flowpy.operators._tracking import Stage
 from flowpy.snapshots import SubscriberSnapshot
@@ -311,8 +305,8 @@ def flat_map(
     """
     require_publisher(source, "source")
     require_callable(fn, "fn")
-    require_positive(max_concurrency, "max_concurrency")
-    require_positive(prefetch, "prefetch")
+    require_positive_int(max_concurrency, "max_concurrency")
+    require_positive_int(prefetch, "prefetch")
     concurrency = min(max_concurrency, MAX_DEMAND)
 
     def connect(subscriber: Subscriber[R], track: Callable[[Stage], None]) -> None:
@@ -340,7 +334,7 @@ def merge(*publishers: Publisher[T], prefetch: int = 256) -> Publisher[T]:
         ValueError: if ``prefetch`` is not positive.
     """
     _check_publishers(publishers)
-    require_positive(prefetch, "prefetch")
+    require_positive_int(prefetch, "prefetch")
     concurrency = max(len(publishers), 1)
     return TrackedStagePublisher(
         "merge", lambda subscriber, track: _merge_into(subscriber, publishers, concurrency, prefetch, track), prefetch
@@ -362,7 +356,7 @@ def concat(*publishers: Publisher[T], prefetch: int = 256) -> Publisher[T]:
         ValueError: if ``prefetch`` is not positive.
     """
     _check_publishers(publishers)
-    require_positive(prefetch, "prefetch")
+    require_positive_int(prefetch, "prefetch")
     return TrackedStagePublisher(
         "concat", lambda subscriber, track: _merge_into(subscriber, publishers, 1, prefetch, track), prefetch
     )

@@ -17,9 +17,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Generic, TypeVar
 
+from flowpy._checks import require_positive_int, require_publisher
 from flowpy.executors import DEFAULT, Default, Executor, Task, resolve_execute
 from flowpy.flow import Publisher, Subscriber
-from flowpy.operators._base import TrackedStagePublisher, require_positive, require_publisher
+from flowpy.operators._base import TrackedStagePublisher
 from flowpy.operators._queue import HeadSubscriber, QueueDrain
 from flowpy.operators._tracking import Stage
 
@@ -65,7 +66,7 @@ def observe_on(source: Publisher[T], executor: Executor | Default = DEFAULT, *, 
         ValueError: if ``prefetch`` is not positive.
     """
     require_publisher(source, "source")
-    require_positive(prefetch, "prefetch")
+    require_positive_int(prefetch, "prefetch")
     execute = resolve_execute(executor)
 
     def connect(subscriber: Subscriber[T], track: Callable[[Stage], None]) -> None:

@@ -14,8 +14,8 @@ from __future__ import annotations
 import threading
 from typing import Generic, TypeVar
 
+from flowpy._checks import require_positive_int, require_publisher, require_subscriber
 from flowpy.flow import Publisher, Subscriber
-from flowpy.operators._base import require_positive, require_publisher, require_subscriber
 from flowpy.processors import MulticastProcessor
 
 __all__ = ["ConnectablePublisher", "publish", "share"]
@@ -89,7 +89,7 @@ def publish(source: Publisher[T], prefetch: int = 256) -> ConnectablePublisher[T
         ValueError: if ``prefetch`` is not positive.
     """
     require_publisher(source, "source")
-    require_positive(prefetch, "prefetch")
+    require_positive_int(prefetch, "prefetch")
     return ConnectablePublisher(source, prefetch)
 
 
@@ -104,5 +104,5 @@ def share(source: Publisher[T], prefetch: int = 256) -> ConnectablePublisher[T]:
         ValueError: if ``prefetch`` is not positive.
     """
     require_publisher(source, "source")
-    require_positive(prefetch, "prefetch")
+    require_positive_int(prefetch, "prefetch")
     return ConnectablePublisher(source, prefetch, auto_connect=True)

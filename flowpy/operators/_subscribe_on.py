@@ -15,11 +15,11 @@ import threading
 from collections.abc import Callable
 from typing import Generic, TypeVar
 
-from flowpy._checks import none_error, require
+from flowpy._checks import none_error, require, require_publisher
 from flowpy._signals import signal_subscribe
 from flowpy.executors import DEFAULT, Default, Executor, SerialExecutor, Task, resolve_execute
 from flowpy.flow import Publisher, Subscriber, Subscription
-from flowpy.operators._base import StagePublisher, reject_subscriber, require_publisher
+from flowpy.operators._base import StagePublisher, reject_subscriber
 
 __all__ = ["SerialExecutor", "subscribe_on"]
 

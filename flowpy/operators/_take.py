@@ -9,9 +9,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, TypeVar, cast
 
+from flowpy._checks import require_callable, require_non_negative_int, require_publisher
 from flowpy._demand import add_demand
 from flowpy.flow import Publisher
-from flowpy.operators._base import require_callable, require_non_negative, require_publisher
 from flowpy.operators._fused import Demand, Step, fuse, indent
 
 __all__ = ["skip", "take", "take_while"]
@@ -107,7 +107,7 @@ def take(source: Publisher[T], count: int) -> Publisher[T]:
         ValueError: if ``count`` is negative.
     """
     require_publisher(source, "source")
-    require_non_negative(count, "count")
+    require_non_negative_int(count, "count")
     return cast("Publisher[T]", fuse(source, _Take(count)))
 
 
@@ -127,7 +127,7 @@ def skip(source: Publisher[T], count: int) -> Publisher[T]:
         ValueError: if ``count`` is negative.
     """
     require_publisher(source, "source")
-    require_non_negative(count, "count")
+    require_non_negative_int(count, "count")
     if count == 0:
         return source
     return cast("Publisher[T]", fuse(source, _Skip(count)))

@@ -6,9 +6,9 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from typing import TypeVar
 
+from flowpy._checks import require_callable, require_publisher
 from flowpy._consumer import subscribe_future
 from flowpy.flow import Publisher
-from flowpy.operators._base import require_callable, require_publisher
 from flowpy.subscribers import BlockingIterator, LambdaSubscriber, collect, iterate
 
 __all__ = ["blocking_iter", "reduce", "subscribe", "to_list"]

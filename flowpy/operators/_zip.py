@@ -12,15 +12,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from flowpy._checks import require_callable, require_positive_int, require_publisher
 from flowpy._signals import reraise_fatal, signal_subscribe
 from flowpy.flow import Publisher, Subscriber
-from flowpy.operators._base import (
-    DemandDrain,
-    TrackedStagePublisher,
-    require_callable,
-    require_positive,
-    require_publisher,
-)
+from flowpy.operators._base import DemandDrain, TrackedStagePublisher
 from flowpy.operators._queue import QueueSubscriber
 from flowpy.operators._tracking import Stage
 from flowpy.snapshots import SubscriberSnapshot
@@ -148,7 +143,7 @@ def zip_(*publishers: Publisher[Any], fn: Callable[..., Any] | None = None, pref
         raise ValueError("zip must be given at least one publisher, got none")
     if fn is not None:
         require_callable(fn, "fn")
-    require_positive(prefetch, "prefetch")
+    require_positive_int(prefetch, "prefetch")
     return TrackedStagePublisher(
         "zip", lambda subscriber, track: _zip_into(subscriber, publishers, fn, prefetch, track), prefetch
     )
