@@ -13,6 +13,7 @@ from reactivex.subject import Subject
 
 from flowpy import direct_executor
 from flowpy.errors import MissingBackpressureError
+from flowpy.interop import reactivex as rx_interop
 from flowpy.interop.reactivex import from_observable, to_observable
 from flowpy.operators._queue import QueueDrain
 from flowpy.submission import SubmissionPublisher
@@ -445,3 +446,44 @@ def test_from_observable_threads_emitting_and_requesting_lose_nothing(tiny_switc
         assert recorder.done.wait(10)
         assert recorder.items == list(range(500)) and recorder.completed
         assert recorder.violations == []
+
+
+# --- the push source under the strategies ------------------------------------------
+
+
+def test_observable_source_pushes_as_the_observable_does_to_a_subscriber_that_asked_for_all() -> None:
+    subject: Subject[int] = Subject()
+    recorder = Recorder(initial=2**63 - 1)
+    rx_interop._ObservableSource(subject).subscribe(recorder)
+    for i in range(3):
+        subject.on_next(i)
+    subject.on_completed()
+    assert recorder.items == [0, 1, 2] and recorder.completed
+    assert subject.observers == []
+
+
+def test_observable_source_signals_an_invalid_request_from_on_subscribe_and_never_subscribes() -> None:
+    subject: Subject[int] = Subject()
+
+    class Bad(Recorder):
+        def on_subscribe(self, subscription: Any) -> None:
+            super().on_subscribe(subscription)
+            subscription.request(0)
+            subscription.request(-1)  # only the first error is kept
+
+    recorder = Bad()
+    rx_interop._ObservableSource(subject).subscribe(recorder)
+    assert recorder.kinds() == ["on_subscribe", "on_error"]
+    assert str(recorder.error) == "non-positive subscription request: n must be > 0 (rule 3.9), got 0"
+    assert subject.observers == []
+
+
+def test_observable_source_cancel_disposes_and_forwards_nothing_more() -> None:
+    subject: Subject[int] = Subject()
+    recorder = Recorder(initial=2**63 - 1)
+    rx_interop._ObservableSource(subject).subscribe(recorder)
+    subject.on_next(1)
+    recorder.cancel()
+    subject.on_next(2)
+    assert recorder.items == [1]
+    assert subject.observers == []
