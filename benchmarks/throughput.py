@@ -281,7 +281,7 @@ def main() -> None:
         "queue.Queue(256) between two threads": lambda: queue_between_threads(n // 10),
     }
     if args.floor:
-        baselines["pure-Python floor: lock, bounded deque, consumer thread"] = lambda: python_floor(n)
+        baselines["pure-Python floor (python_floor)"] = lambda: python_floor(n)
     cases = context_cases(n) if args.context else flowpy_cases(n)
     if args.only:
         cases = {name: run for name, run in cases.items() if any(text in name for text in args.only)}
