@@ -26,7 +26,7 @@ from flowpy._checks import require_publisher, require_subscriber
 from flowpy._core.sentinels import NO_INITIAL
 from flowpy.executors import DEFAULT, Default, Executor
 from flowpy.flow import Publisher, Subscriber, default_buffer_size
-from flowpy.operators import ConnectablePublisher, OverflowPolicy
+from flowpy.operators import BackpressureStrategy, ConnectablePublisher, OverflowPolicy
 from flowpy.subscribers import BlockingIterator, LambdaSubscriber
 
 if TYPE_CHECKING:
@@ -221,17 +221,39 @@ class Flowable(Publisher[T_co]):
         """Zip this flowable with ``others``, into tuples unless ``fn`` is given (see :func:`flowpy.operators.zip`)."""
         return Flowable(operators.zip(self._publisher, *others, fn=fn, prefetch=prefetch))
 
-    def on_backpressure_buffer(self, capacity: int = 256, *, on_overflow: OverflowPolicy = "error") -> Flowable[T_co]:
+    def on_backpressure(
+        self,
+        strategy: BackpressureStrategy = "buffer",
+        *,
+        capacity: int = 256,
+        on_drop: Callable[[T_co], object] | None = None,
+    ) -> Flowable[T_co]:
+        """Apply the backpressure operator named by ``strategy`` (see :func:`flowpy.operators.on_backpressure`)."""
+        return Flowable(operators.on_backpressure(self._publisher, strategy, capacity=capacity, on_drop=on_drop))
+
+    def on_backpressure_buffer(
+        self,
+        capacity: int = 256,
+        *,
+        on_overflow: OverflowPolicy = "error",
+        on_drop: Callable[[T_co], object] | None = None,
+    ) -> Flowable[T_co]:
         """Buffer what the subscriber has not asked for (see :func:`flowpy.operators.on_backpressure_buffer`)."""
-        return Flowable(operators.on_backpressure_buffer(self._publisher, capacity, on_overflow=on_overflow))
+        return Flowable(
+            operators.on_backpressure_buffer(self._publisher, capacity, on_overflow=on_overflow, on_drop=on_drop)
+        )
 
     def on_backpressure_drop(self, on_drop: Callable[[T_co], object] | None = None) -> Flowable[T_co]:
         """Drop what the subscriber has not asked for (see :func:`flowpy.operators.on_backpressure_drop`)."""
         return Flowable(operators.on_backpressure_drop(self._publisher, on_drop))
 
-    def on_backpressure_latest(self) -> Flowable[T_co]:
+    def on_backpressure_error(self) -> Flowable[T_co]:
+        """Fail on an item the subscriber has not asked for (see :func:`flowpy.operators.on_backpressure_error`)."""
+        return Flowable(operators.on_backpressure_error(self._publisher))
+
+    def on_backpressure_latest(self, on_drop: Callable[[T_co], object] | None = None) -> Flowable[T_co]:
         """Keep only the latest item not yet asked for (see :func:`flowpy.operators.on_backpressure_latest`)."""
-        return Flowable(operators.on_backpressure_latest(self._publisher))
+        return Flowable(operators.on_backpressure_latest(self._publisher, on_drop))
 
     def publish(self, prefetch: int = 256) -> ConnectableFlowable[T_co]:
         """A multicast flowable that starts on ``connect()`` (see :func:`flowpy.operators.publish`)."""

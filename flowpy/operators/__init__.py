@@ -15,9 +15,13 @@ the backpressure operators are stages of their own.
 """
 
 from flowpy.operators._backpressure import (
+    BackpressureStrategy,
+    DropHandler,
     OverflowPolicy,
+    on_backpressure,
     on_backpressure_buffer,
     on_backpressure_drop,
+    on_backpressure_error,
     on_backpressure_latest,
 )
 from flowpy.operators._buffer import buffer
@@ -33,7 +37,9 @@ from flowpy.operators._terminals import blocking_iter, reduce, subscribe, to_lis
 from flowpy.operators._zip import zip_ as zip
 
 __all__ = [
+    "BackpressureStrategy",
     "ConnectablePublisher",
+    "DropHandler",
     "OverflowPolicy",
     "blocking_iter",
     "buffer",
@@ -43,8 +49,10 @@ __all__ = [
     "map",
     "merge",
     "observe_on",
+    "on_backpressure",
     "on_backpressure_buffer",
     "on_backpressure_drop",
+    "on_backpressure_error",
     "on_backpressure_latest",
     "publish",
     "reduce",

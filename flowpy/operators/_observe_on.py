@@ -15,16 +15,17 @@ Threading:  ``on_subscribe`` reaches the subscriber on the thread that
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from flowpy._checks import require_positive_int, require_publisher
+from flowpy._demand import MAX_DEMAND
 from flowpy.executors import DEFAULT, Default, Executor, Task, resolve_execute
 from flowpy.flow import Publisher, Subscriber
 from flowpy.operators._base import TrackedStagePublisher
 from flowpy.operators._queue import HeadSubscriber, QueueDrain
 from flowpy.operators._tracking import Stage
 
-__all__ = ["observe_on"]
+__all__ = ["observe_on", "observe_on_demand"]
 
 T = TypeVar("T")
 T_co = TypeVar("T_co", covariant=True)
@@ -75,3 +76,84 @@ def observe_on(source: Publisher[T], executor: Executor | Default = DEFAULT, *, 
         source.subscribe(stage.upstream)
 
     return TrackedStagePublisher("observe_on", connect, prefetch)
+
+
+# --- Requesting only what the subscriber asked for ----------------------------------
+
+
+class _OnDemandHead(HeadSubscriber):
+    """The upstream side of :class:`_OnDemandObserveOn`: requests only when the drain tops it up."""
+
+    __slots__ = ()
+
+    parent: _OnDemandObserveOn[Any]
+
+    def start(self) -> None:
+        """Request what the subscriber asked for inside ``on_subscribe``, if anything."""
+        self.parent.top_up()
+
+    def poll(self) -> Any:
+        """Take the next item; the drain tops up the requests once per pass."""
+        return self.queue.popleft()
+
+
+class _OnDemandObserveOn(QueueDrain[T], Generic[T]):
+    """An executor hop whose requests upstream follow the subscriber's demand, up to ``capacity`` ahead."""
+
+    __slots__ = ("_asked", "_capacity", "_taken")
+
+    def __init__(self, downstream: Subscriber[T], execute: Callable[[Task], object], capacity: int) -> None:
+        super().__init__(downstream, execute)
+        self._capacity = capacity
+        # --- Guarded by self._lock, with the demand (self._requested) -------
+        # Invariant after every top-up: asked - taken == min(unfilled demand, capacity),
+        # the items requested upstream and not yet delivered (queued or on their way).
+        self._asked = 0  # requested upstream in all
+        self._taken = 0  # delivered downstream in all
+        self.upstream = _OnDemandHead(self, capacity, "the upstream of an on-demand observe_on", delay_error=True)
+
+    def request(self, n: int) -> None:
+        """Add ``n`` to the demand, request the same upstream (up to ``capacity`` ahead), let the drain run."""
+        super().request(n)
+        self.top_up()
+
+    def top_up(self) -> None:
+        """Request upstream what the demand allows beyond what is already asked and undelivered."""
+        subscription = self.upstream.subscription
+        if subscription is None or self.cancelled:
+            return  # start() tops up once the upstream is there
+        with self._lock:
+            wanted = min(self._requested, self._capacity) - (self._asked - self._taken)
+            if wanted <= 0:
+                return
+            self._asked += wanted
+        subscription.request(wanted)
+
+    def _produced(self, emitted: int, requested: int) -> None:
+        self.delivered += emitted
+        if not emitted:
+            return
+        with self._lock:
+            if requested != MAX_DEMAND:
+                self._requested -= emitted
+            self._taken += emitted
+        self.top_up()
+
+
+def observe_on_demand(source: Publisher[T], execute: Callable[[Task], object], capacity: int) -> Publisher[T]:
+    """Deliver ``source`` on ``execute``, requesting upstream only what the subscriber requested.
+
+    Unlike :func:`observe_on`, which requests ``prefetch`` ahead of the
+    subscriber, this hop passes each ``request(n)`` upstream at once (on the
+    requesting thread), keeping at most ``capacity`` items requested and
+    undelivered; it tops the requests up as the drain delivers. So a source
+    that decides by demand what to keep (the backpressure operators) sees
+    the subscriber's own demand, and the queue holds only requested items.
+    """
+
+    def connect(subscriber: Subscriber[T], track: Callable[[Stage], None]) -> None:
+        stage = _OnDemandObserveOn(subscriber, execute, capacity)
+        track(stage)
+        source.subscribe(stage.upstream)
+
+    return TrackedStagePublisher("observe_on_demand", connect, capacity)

@@ -97,9 +97,15 @@ class QueueSubscriber(Subscriber[Any]):
             return
         # Only this thread appends and the drain only pops, so the length
         # cannot grow between this check and the append.
-        if len(self.queue) >= self.prefetch and not self._admit_over_capacity():
+        if len(self.queue) >= self.prefetch and not self._admit_over_capacity(item):
             return
         self.queue.append(item)
+        parent = self.parent  # inline: the per-item path of queued()
+        if not parent.draining:
+            parent._signal()
+
+    def queued(self) -> None:
+        """Signal the parent's drain after an append to the queue; on the upstream's thread."""
         parent = self.parent
         if not parent.draining:  # a running pass looks at the queue again before it ends
             parent._signal()
@@ -151,8 +157,8 @@ class QueueSubscriber(Subscriber[Any]):
                 subscription.request(self._limit)
         return item
 
-    def _admit_over_capacity(self) -> bool:
-        """Decide about an item that finds the queue full; return whether to queue it anyway.
+    def _admit_over_capacity(self, item: Any) -> bool:
+        """Decide about ``item``, which found the queue full; return whether to queue it anyway.
 
         Here the upstream broke rule 1.1: :meth:`overflow`.
         """
@@ -160,11 +166,15 @@ class QueueSubscriber(Subscriber[Any]):
         return False
 
     def overflow(self) -> None:
-        """The upstream sent more than it was asked for (rule 1.1): cancel it and fail the parent.
+        """The upstream sent more than it was asked for (rule 1.1): :meth:`abort` with the overflow error."""
+        self.abort(MissingBackpressureError(self.overflow_message()))
+
+    def abort(self, error: BaseException) -> None:
+        """Cancel the upstream and fail the parent with ``error`` now, ahead of the queue.
 
         Called on the upstream's thread; the queue is left to the drain.
         """
-        self.parent.fail(MissingBackpressureError(self.overflow_message()))  # before done: see on_error
+        self.parent.fail(error)  # before done: see on_error
         self.done = True
         if self.subscription is not None:
             self.subscription.cancel()

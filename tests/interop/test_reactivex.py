@@ -15,11 +15,21 @@ from flowpy import direct_executor
 from flowpy.errors import MissingBackpressureError
 from flowpy.interop import reactivex as rx_interop
 from flowpy.interop.reactivex import from_observable, to_observable
+from flowpy.operators._queue import QueueDrain
 from flowpy.submission import SubmissionPublisher
 from tests.interop.helpers import ManualPublisher, WaitingRecorder
 from tests.support import ManualExecutor, Recorder
 
 pytestmark = pytest.mark.timeout(60)
+
+
+def held(recorder: Recorder) -> tuple[list[Any], list[Any]]:
+    """What one from_observable subscription holds: (queued for the executor, kept by the strategy)."""
+    hop = recorder.subscription  # the executor hop (observe_on_demand)
+    queued = list(hop.upstream.queue)  # type: ignore[union-attr]
+    stage = hop.upstream.subscription  # type: ignore[union-attr]  # the strategy's stage
+    kept = list(stage.upstream.queue) if isinstance(stage, QueueDrain) else []  # "buffer" and "latest" keep items
+    return queued, kept
 
 
 class ObserverLog:
@@ -137,12 +147,11 @@ def test_from_observable_drop_hot_subject_million_items_slow_subscriber() -> Non
 
     subscriber = Slow(initial=capacity)
     publisher.subscribe(subscriber)
-    subscription = subscriber.subscription
     most_queued = 0
     for i in range(total):
         subject.on_next(i)
         if i % 4096 == 0:
-            most_queued = max(most_queued, len(subscription._queue))  # type: ignore[union-attr]
+            most_queued = max(most_queued, len(held(subscriber)[0]))
     subject.on_completed()
     assert subscriber.done.wait(30)
     assert subscriber.completed and subscriber.violations == []
@@ -164,12 +173,10 @@ def test_from_observable_buffer_small_capacity_overflows_with_error_not_growth()
     assert subscriber.done.wait(5)
     assert subscriber.kinds() == ["on_subscribe", "on_error"]
     assert isinstance(subscriber.error, MissingBackpressureError)
-    assert str(subscriber.error) == (
-        "subscriber must keep up with the observable: its buffer of 16 items is full (strategy='buffer')"
-    )
+    assert str(subscriber.error) == "on_backpressure_buffer overflowed its capacity of 16 items"
     assert i == 16  # the 17th item overflowed and disposed of the Observable subscription at once
     assert subject.observers == []
-    assert len(subscriber.subscription._queue) == 0  # type: ignore[union-attr]
+    assert held(subscriber) == ([], [])
 
 
 # --- from_observable: each strategy, deterministically ------------------------------
@@ -232,11 +239,39 @@ def test_from_observable_error_strategy_fails_on_unrequested_item() -> None:
     subject.on_next(10)
     subject.on_next(11)
     executor.run_all()
-    assert recorder.kinds() == ["on_subscribe", "on_error"]  # the error overtakes the queued item
-    assert str(recorder.error) == (
-        "subscriber must request before the observable emits: "
-        "an item arrived with 1 requested and 1 queued (strategy='error')"
-    )
+    # The requested item is delivered, then the error; the Observable was disposed at once.
+    assert recorder.kinds() == ["on_subscribe", "on_next", "on_error"]
+    assert recorder.items == [10]
+    assert isinstance(recorder.error, MissingBackpressureError)
+    assert str(recorder.error) == "on_backpressure_error: the source emitted more than the 1 items requested"
+    assert subject.observers == []
+
+
+def test_from_observable_buffer_overflow_drops_the_unrequested_items_and_keeps_the_requested_one() -> None:
+    subject, recorder, executor = manual_subject("buffer", capacity=2)
+    recorder.request(1)
+    for i in range(4):  # 0 is requested; 1 and 2 wait unrequested; 3 overflows the buffer of 2
+        subject.on_next(i)
+    assert subject.observers == []  # disposed at once, on the Observable's thread
+    executor.run_all()
+    assert recorder.kinds() == ["on_subscribe", "on_next", "on_error"]
+    assert recorder.items == [0]
+    assert str(recorder.error) == "on_backpressure_buffer overflowed its capacity of 2 items"
+
+
+@pytest.mark.parametrize("strategy", ["drop", "latest"])
+def test_from_observable_raising_on_drop_ends_the_stream_with_its_error(strategy: Any) -> None:
+    error = RuntimeError("no room for drops")
+
+    def refuse(_item: int) -> None:
+        raise error
+
+    subject, recorder, executor = manual_subject(strategy, on_drop=refuse)
+    for i in range(3):  # nothing requested: the first drop (or replacement) raises
+        subject.on_next(i)
+    executor.run_all()
+    assert recorder.kinds() == ["on_subscribe", "on_error"]
+    assert recorder.error is error
     assert subject.observers == []
 
 
@@ -377,8 +412,9 @@ def test_from_observable_random_schedule_accounts_for_every_item(
             recorder.request(n)
         else:
             executor.run_all()
-        queue = recorder.subscription._queue  # type: ignore[union-attr]
-        assert len(queue) <= capacity
+        queued, kept = held(recorder)
+        assert len(queued) <= capacity
+        assert len(kept) <= (1 if strategy == "latest" else capacity)
     executor.run_all()
     assert recorder.violations == []  # never more than requested, signals serial
     items = recorder.items
@@ -387,11 +423,8 @@ def test_from_observable_random_schedule_accounts_for_every_item(
         assert isinstance(recorder.error, MissingBackpressureError)
         assert strategy in ("buffer", "error")
     else:
-        queue = recorder.subscription._queue  # type: ignore[union-attr]
-        latest = recorder.subscription._latest  # type: ignore[union-attr]
-        kept = len(queue) + (0 if strategy != "latest" or latest is rx_interop._EMPTY else 1)
-        assert len(items) + len(drops) + kept == emitted
-        assert sorted(items + drops + list(queue) + ([latest] if kept > len(queue) else [])) == list(range(emitted))
+        queued, kept = held(recorder)
+        assert sorted(items + drops + queued + kept) == list(range(emitted))  # each item exactly once
 
 
 def test_from_observable_threads_emitting_and_requesting_lose_nothing(tiny_switch_interval: None) -> None:
@@ -413,3 +446,44 @@ def test_from_observable_threads_emitting_and_requesting_lose_nothing(tiny_switc
         assert recorder.done.wait(10)
         assert recorder.items == list(range(500)) and recorder.completed
         assert recorder.violations == []
+
+
+# --- the push source under the strategies ------------------------------------------
+
+
+def test_observable_source_pushes_as_the_observable_does_to_a_subscriber_that_asked_for_all() -> None:
+    subject: Subject[int] = Subject()
+    recorder = Recorder(initial=2**63 - 1)
+    rx_interop._ObservableSource(subject).subscribe(recorder)
+    for i in range(3):
+        subject.on_next(i)
+    subject.on_completed()
+    assert recorder.items == [0, 1, 2] and recorder.completed
+    assert subject.observers == []
+
+
+def test_observable_source_signals_an_invalid_request_from_on_subscribe_and_never_subscribes() -> None:
+    subject: Subject[int] = Subject()
+
+    class Bad(Recorder):
+        def on_subscribe(self, subscription: Any) -> None:
+            super().on_subscribe(subscription)
+            subscription.request(0)
+            subscription.request(-1)  # only the first error is kept
+
+    recorder = Bad()
+    rx_interop._ObservableSource(subject).subscribe(recorder)
+    assert recorder.kinds() == ["on_subscribe", "on_error"]
+    assert str(recorder.error) == "non-positive subscription request: n must be > 0 (rule 3.9), got 0"
+    assert subject.observers == []
+
+
+def test_observable_source_cancel_disposes_and_forwards_nothing_more() -> None:
+    subject: Subject[int] = Subject()
+    recorder = Recorder(initial=2**63 - 1)
+    rx_interop._ObservableSource(subject).subscribe(recorder)
+    subject.on_next(1)
+    recorder.cancel()
+    subject.on_next(2)
+    assert recorder.items == [1]
+    assert subject.observers == []

@@ -102,6 +102,15 @@ def test_flowable_blocking_iter_and_backpressure_methods() -> None:
         assert list(items) == [0, 1, 2, 3, 4]
     assert Flowable.range(0, 3).on_backpressure_drop().to_list().result(WAIT) == [0, 1, 2]
     assert Flowable.range(0, 3).on_backpressure_latest().to_list().result(WAIT) == [0, 1, 2]
+    assert Flowable.range(0, 3).on_backpressure_error().to_list().result(WAIT) == [0, 1, 2]
+    assert Flowable.range(0, 3).on_backpressure("latest", on_drop=print).to_list().result(WAIT) == [0, 1, 2]
+    drops: list[int] = []
+    buffered = Flowable.range(0, 5).on_backpressure_buffer(2, on_overflow="drop_latest", on_drop=drops.append)
+    recorder = Recorder()
+    buffered.subscribe(recorder)  # requests nothing: the range overflows the buffer of 2 at once
+    assert drops == [2, 3, 4]
+    recorder.request(5)
+    assert recorder.items == [0, 1] and recorder.completed
 
 
 def test_flowable_operator_functions_accept_a_flowable() -> None:

@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from flowpy import operators
 from flowpy.errors import MissingBackpressureError
 from flowpy.executors import DaemonThreadPool
+from flowpy.operators._observe_on import observe_on_demand
 from flowpy.sources import RangePublisher, just
 from tests.operators.conftest import WAIT, Spy, drive, items_lists, patterns
 from tests.sources_helpers import SpyPublisher
@@ -248,3 +249,70 @@ def test_observe_on_subscriber_raising_keyboard_interrupt_ends_the_stream_and_pa
     assert executor.run_all() == 0  # nothing more is scheduled, and no pass is stuck
     assert recorder.items == [0, 1] and not recorder.terminated
     assert "raised inside _ObserveOn's drain (rule 2.13)" in caplog.text
+
+
+# --- observe_on_demand: the hop that requests only what the subscriber asked for ---------
+
+
+def _on_demand(capacity: int) -> tuple[SpyPublisher, Recorder, ManualExecutor]:
+    source = SpyPublisher()
+    executor = ManualExecutor()
+    recorder = Recorder()
+    observe_on_demand(source, executor.execute, capacity).subscribe(recorder)
+    return source, recorder, executor
+
+
+def test_observe_on_demand_passes_each_request_upstream_at_once_up_to_capacity() -> None:
+    source, recorder, executor = _on_demand(4)
+    assert source.requests == []  # nothing before the subscriber asks
+    recorder.request(3)
+    assert source.requests == [3]  # on the requesting thread, before any task ran
+    recorder.request(10)
+    assert source.requests == [3, 1]  # 4 requested and undelivered at most
+    _push(source, 1, 2, 3, 4)
+    executor.run_all()
+    assert recorder.items == [1, 2, 3, 4]
+    assert source.requests == [3, 1, 4]  # the pass delivered 4: topped up to min(9, 4)
+
+
+def test_observe_on_demand_asks_for_what_on_subscribe_requested_once_the_upstream_is_there() -> None:
+    source = SpyPublisher()
+    executor = ManualExecutor()
+    recorder = Recorder(initial=2)
+    observe_on_demand(source, executor.execute, 8).subscribe(recorder)
+    assert source.requests == [2]
+    _push(source, 7, 8)
+    source_subscriber = source.subscriber
+    assert source_subscriber is not None
+    source_subscriber.on_complete()
+    executor.run_all()
+    assert recorder.items == [7, 8] and recorder.completed
+    assert source.requests == [2]  # the demand was used up: nothing more to ask for
+
+
+def test_observe_on_demand_stops_asking_once_cancelled() -> None:
+    source, recorder, executor = _on_demand(4)
+    recorder.request(2)
+    recorder.cancel()
+    recorder.request(5)
+    executor.run_all()
+    assert source.requests == [2]
+    assert source.cancelled.is_set()
+
+
+def test_observe_on_demand_invalid_request_fails_at_once_and_asks_for_nothing() -> None:
+    source, recorder, executor = _on_demand(4)
+    recorder.request(2)
+    _push(source, 1)
+    recorder.request(0)
+    executor.run_all()
+    assert recorder.kinds() == ["on_subscribe", "on_error"]  # rule 3.9: ahead of the queued item
+    assert isinstance(recorder.error, ValueError)
+    assert source.requests == [2]
+    assert source.cancelled.is_set()
+
+
+def _push(source: SpyPublisher, *items: int) -> None:
+    assert source.subscriber is not None
+    for item in items:
+        source.subscriber.on_next(item)
