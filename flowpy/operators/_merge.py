@@ -23,6 +23,7 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any, Generic, TypeVar
 
 from flowpy._checks import none_error, require, require_callable, require_positive_int, require_publisher
+from flowpy._core.upstream import UpstreamSlot
 from flowpy._demand import MAX_DEMAND
 from flowpy._signals import reraise_fatal, signal_subscribe
 from flowpy.flow import Publisher, Subscriber, Subscription
@@ -207,7 +208,7 @@ class _Coordinator(DemandDrain, Generic[T]):
 class _Outer(Subscriber[Any], Generic[T, R]):
     """flat_map's subscriber to the source: maps each item to an inner publisher."""
 
-    __slots__ = ("_coordinator", "_downstream", "_fn")
+    __slots__ = ("_coordinator", "_downstream", "_fn", "_upstream")
 
     def __init__(
         self, downstream: Subscriber[R], fn: Callable[[T], Publisher[R]], max_concurrency: int, prefetch: int
@@ -215,14 +216,20 @@ class _Outer(Subscriber[Any], Generic[T, R]):
         self._downstream = downstream
         self._fn = fn
         self._coordinator: _Coordinator[R] = _Coordinator(downstream, max_concurrency, prefetch, None)
+        self._upstream = UpstreamSlot()  # keeps the first source subscription (rule 2.5)
 
     def on_subscribe(self, subscription: Subscription) -> None:
-        require(subscription, "subscription", "2.13")
-        coordinator = self._coordinator
-        if coordinator._outer is not None:
-            subscription.cancel()  # rule 2.5
+        """Hand the coordinator to the downstream, then ask the source for ``max_concurrency`` publishers.
+
+        A later subscription is cancelled and the first kept (rule 2.5).
+
+        Raises:
+            TypeError: if ``subscription`` is ``None`` (rule 2.13).
+        """
+        if not self._upstream.accept(subscription):
             return
-        coordinator._outer = subscription
+        coordinator = self._coordinator
+        coordinator._outer = subscription  # the coordinator requests and cancels it from here on
         if not signal_subscribe(self._downstream, coordinator):
             return  # it cancelled the coordinator, whose pass cancelled the source
         coordinator._release()

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from typing import Generic, TypeVar
 
 from flowpy._checks import none_error, require, require_publisher
+from flowpy._core.upstream import UpstreamSlot
 from flowpy._signals import signal_subscribe
 from flowpy.executors import DEFAULT, Default, Executor, SerialExecutor, Task, resolve_execute
 from flowpy.flow import Publisher, Subscriber, Subscription
@@ -45,7 +46,7 @@ class _SubscribeOn(Subscriber[T], Subscription, Generic[T]):
         self._downstream = downstream
         self._source = source
         self._serial = SerialExecutor(execute, self._rejected)
-        self._upstream: Subscription | None = None
+        self._upstream = UpstreamSlot()  # the one source subscription (rules 2.5, 3.6)
         # The executor's refusal must not reach the downstream while the
         # upstream is signalling it (rule 1.3). Each side first writes its own
         # flag, then reads the other's (CPython orders these plain reads and
@@ -78,7 +79,7 @@ class _SubscribeOn(Subscriber[T], Subscription, Generic[T]):
         error = self._refused
         if error is None or not self._claim_terminal():
             return
-        if self._upstream is None:  # the subscribe task itself was refused
+        if not self._upstream.connected:  # the subscribe task itself was refused
             reject_subscriber(self._downstream, error)
         else:
             self._downstream.on_error(error)
@@ -86,14 +87,13 @@ class _SubscribeOn(Subscriber[T], Subscription, Generic[T]):
     def on_subscribe(self, subscription: Subscription) -> None:
         """Hand this stage to the downstream as its subscription.
 
+        A later subscription is cancelled and the first kept (rule 2.5).
+
         Raises:
             TypeError: if ``subscription`` is ``None`` (rule 2.13).
         """
-        require(subscription, "subscription", "2.13")
-        if self._upstream is not None:
-            subscription.cancel()  # rule 2.5
+        if not self._upstream.accept(subscription):
             return
-        self._upstream = subscription
         self._signalling += 1
         try:
             if self._refused is None:
@@ -136,8 +136,7 @@ class _SubscribeOn(Subscriber[T], Subscription, Generic[T]):
             self._downstream.on_complete()
 
     def _rejected(self, error: BaseException) -> None:
-        if self._upstream is not None:
-            self._upstream.cancel()
+        self._upstream.cancel()
         self._refused = error
         if not self._signalling:
             self._pass_refusal()
@@ -150,7 +149,7 @@ class _SubscribeOn(Subscriber[T], Subscription, Generic[T]):
 
         An invalid ``n`` is passed on as is; the source signals the error (rule 3.9).
         """
-        upstream = self._upstream
+        upstream = self._upstream.current
         if upstream is not None:
             self._serial.execute(lambda: upstream.request(n))
 
@@ -158,8 +157,7 @@ class _SubscribeOn(Subscriber[T], Subscription, Generic[T]):
         """Cancel the source at once, on the calling thread (rule 3.5); nothing more goes downstream."""
         with self._lock:
             self._terminated = True
-        if self._upstream is not None:
-            self._upstream.cancel()
+        self._upstream.cancel()
 
 
 def subscribe_on(source: Publisher[T], executor: Executor | Default = DEFAULT) -> Publisher[T]:

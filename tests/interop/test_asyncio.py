@@ -484,3 +484,115 @@ def test_from_async_iterable_request_inside_on_next_is_not_recursive() -> None:
 def test_from_async_iterable_rejects_bad_arguments(call: Any, kind: type, message: str) -> None:
     with pytest.raises(kind, match=message):
         call()
+
+
+async def _until(condition: Any, rounds: int = 10_000) -> None:
+    """Let the running loop turn until ``condition()`` holds; fail after ``rounds`` turns."""
+    for _ in range(rounds):
+        if condition():
+            return
+        await asyncio.sleep(0)
+    raise AssertionError("condition not reached")
+
+
+def test_from_async_iterable_cancel_inside_on_next_closes_the_source_and_nothing_follows() -> None:
+    source = CountingSource(None)
+
+    async def run() -> Recorder:
+        recorder = Recorder(initial=10, on_next_hook=lambda item: recorder.cancel() if item == 1 else None)
+        from_async_iterable(source, loop=asyncio.get_running_loop()).subscribe(recorder)
+        await _until(source.closed.is_set)
+        for _ in range(10):  # a signal after the cancel would come in these turns
+            await asyncio.sleep(0)
+        return recorder
+
+    recorder = asyncio.run(run())
+    assert recorder.kinds() == ["on_subscribe", "on_next", "on_next"]
+    assert source.pulled == 2
+    assert recorder.violations == []
+
+
+def test_from_async_iterable_request_zero_inside_on_next_signals_rule_3_9_and_closes_the_source() -> None:
+    source = CountingSource(None)
+
+    async def run() -> Recorder:
+        recorder = Recorder(initial=10, on_next_hook=lambda item: recorder.request(0))
+        from_async_iterable(source, loop=asyncio.get_running_loop()).subscribe(recorder)
+        await _until(recorder.done.is_set)
+        await _until(source.closed.is_set)
+        return recorder
+
+    recorder = asyncio.run(run())
+    assert recorder.kinds() == ["on_subscribe", "on_next", "on_error"]
+    assert isinstance(recorder.error, ValueError)
+    assert str(recorder.error) == "non-positive subscription request: n must be > 0 (rule 3.9), got 0"
+    assert source.pulled == 1
+
+
+@pytest.mark.parametrize("order", ["bad request, then cancel", "cancel, then bad request"])
+def test_from_async_iterable_the_first_of_a_bad_request_and_a_cancel_decides(order: str) -> None:
+    source = CountingSource(None)
+
+    async def run() -> Recorder:
+        recorder = Recorder(initial=1)
+        from_async_iterable(source, loop=asyncio.get_running_loop()).subscribe(recorder)
+        await _until(lambda: len(recorder.items) == 1)
+        await asyncio.sleep(0)  # the pump parks: no demand left
+        subscription = recorder.subscription
+        assert subscription is not None
+        if order == "bad request, then cancel":
+            subscription.request(-1)
+            subscription.cancel()
+        else:
+            subscription.cancel()
+            subscription.request(-1)
+        await _until(source.closed.is_set)
+        for _ in range(10):
+            await asyncio.sleep(0)
+        return recorder
+
+    recorder = asyncio.run(run())
+    if order == "bad request, then cancel":
+        assert recorder.kinds() == ["on_subscribe", "on_next", "on_error"]
+        assert str(recorder.error) == "non-positive subscription request: n must be > 0 (rule 3.9), got -1"
+    else:
+        assert recorder.kinds() == ["on_subscribe", "on_next"]  # rule 3.6: nothing after the cancel
+    assert source.pulled == 1
+
+
+def test_from_async_iterable_request_and_cancel_on_a_closed_loop_return_quietly() -> None:
+    loop = asyncio.new_event_loop()
+    loop.close()
+    recorder = Recorder(initial=1)  # requests inside on_subscribe, on the closed loop
+    from_async_iterable(CountingSource(1), loop=loop).subscribe(recorder)
+    recorder.request(1)  # rules 3.15, 3.16: the closed loop took the stream with it
+    recorder.request(0)
+    recorder.cancel()
+    assert recorder.kinds() == ["on_subscribe", "on_error"]
+    assert isinstance(recorder.error, RuntimeError)
+    assert recorder.violations == []
+
+
+def test_from_async_iterable_subscriber_raising_is_reported_to_the_loop_and_ends_the_stream() -> None:
+    source = CountingSource(None)
+    failure = RuntimeError("on_next failed")
+    reported: list[dict[str, Any]] = []
+
+    def fail(item: Any) -> None:
+        raise failure
+
+    async def run() -> Recorder:
+        asyncio.get_running_loop().set_exception_handler(lambda loop, context: reported.append(context))
+        recorder = Recorder(initial=10, on_next_hook=fail)
+        from_async_iterable(source, loop=asyncio.get_running_loop()).subscribe(recorder)
+        await _until(source.closed.is_set)
+        for _ in range(10):
+            await asyncio.sleep(0)
+        return recorder
+
+    recorder = asyncio.run(run())
+    assert recorder.kinds() == ["on_subscribe", "on_next"]  # rule 2.13: cancelled, no signal follows
+    assert source.pulled == 1
+    (context,) = reported
+    assert context["exception"] is failure
+    assert context["message"] == f"{recorder!r} raised from a signal (rule 2.13)"

@@ -38,6 +38,20 @@ class RecordedSubscription(Subscription):
         return sum(n for n in self.requests if isinstance(n, int) and n > 0)
 
 
+class StubSubscription(Subscription):
+    """A subscription with no publisher behind it: records requests and cancels."""
+
+    def __init__(self) -> None:
+        self.requests: list[int] = []
+        self.cancels = 0
+
+    def request(self, n: int) -> None:
+        self.requests.append(n)
+
+    def cancel(self) -> None:
+        self.cancels += 1
+
+
 class _Tap(Subscriber[Any]):
     def __init__(self, spy: Spy, downstream: Subscriber[Any]) -> None:
         self.spy = spy

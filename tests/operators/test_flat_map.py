@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -9,7 +11,7 @@ from hypothesis import strategies as st
 from flowpy import operators
 from flowpy.flow import Publisher
 from flowpy.sources import RangePublisher, just
-from tests.operators.conftest import WAIT, Spy, before_each_failure, drive, patterns
+from tests.operators.conftest import WAIT, Spy, StubSubscription, before_each_failure, drive, patterns
 from tests.sources_helpers import SpyPublisher
 from tests.support import Recorder
 
@@ -124,3 +126,48 @@ def test_a_raising_function_is_never_completed_by_a_drain_that_runs_while_it_is_
     assert not recorder.completed
     assert isinstance(recorder.error, KeyError)
     assert source.cancelled.is_set()
+
+
+def test_flat_map_cancels_a_second_source_subscription_and_keeps_the_first() -> None:
+    source = SpyPublisher()
+    recorder = Recorder()
+    operators.flat_map(source, lambda x: just(x), max_concurrency=2).subscribe(recorder)
+    outer = source.subscriber
+    assert outer is not None
+    assert source.requests == [2]
+    second = StubSubscription()
+    outer.on_subscribe(second)  # rule 2.5
+    assert second.cancels == 1
+    assert second.requests == []
+    assert recorder.kinds() == ["on_subscribe"]
+    recorder.request(5)
+    outer.on_next(7)
+    assert recorder.items == [7]
+    assert source.requests == [2, 1]  # the kept subscription is asked for the next publisher
+    recorder.cancel()
+    assert source.cancelled.is_set()
+    assert second.cancels == 1
+
+
+def test_flat_map_none_source_subscription_raises() -> None:
+    source = SpyPublisher()
+    operators.flat_map(source, lambda x: just(x)).subscribe(Recorder())
+    assert source.subscriber is not None
+    with pytest.raises(TypeError, match=r"^subscription must not be None \(rule 2\.13\)$"):
+        source.subscriber.on_subscribe(None)  # type: ignore[arg-type]
+
+
+def test_flat_map_raising_cancel_of_a_second_source_subscription_is_reported(caplog: pytest.LogCaptureFixture) -> None:
+    class _RaisingCancel(StubSubscription):
+        def cancel(self) -> None:
+            super().cancel()
+            raise RuntimeError("cancel failed")
+
+    source = SpyPublisher()
+    operators.flat_map(source, lambda x: just(x)).subscribe(Recorder())
+    assert source.subscriber is not None
+    second = _RaisingCancel()
+    with caplog.at_level(logging.ERROR, logger="flowpy"):
+        source.subscriber.on_subscribe(second)  # rules 2.5, 3.15: the publisher is not thrown at
+    assert second.cancels == 1
+    assert any("cancel failed" in repr(record.exc_info) for record in caplog.records)

@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
 
 from flowpy import operators
 from flowpy.executors import DaemonThreadPool, default_executor
+from flowpy.flow import Publisher, Subscriber, Subscription
 from flowpy.sources import RangePublisher, just
-from tests.operators.conftest import WAIT, Spy, drive, items_lists, patterns
+from tests.operators.conftest import WAIT, Spy, StubSubscription, drive, items_lists, patterns
+from tests.sources_helpers import SpyPublisher
 from tests.support import ManualExecutor, Recorder, RejectingExecutor
 
 
@@ -105,3 +109,74 @@ def test_subscribe_on_refusal_racing_with_items_signals_serially_and_once() -> N
         assert recorder.violations == []
         assert isinstance(recorder.error, RuntimeError)
         assert recorder.kinds().count("on_error") == 1
+
+
+def test_subscribe_on_cancels_a_second_subscription_and_keeps_the_first() -> None:
+    source = SpyPublisher()
+    executor = ManualExecutor()
+    recorder = Recorder()
+    operators.subscribe_on(source, executor).subscribe(recorder)
+    executor.run_all()
+    stage = source.subscriber
+    assert stage is not None
+    second = StubSubscription()
+    stage.on_subscribe(second)  # rule 2.5
+    assert second.cancels == 1
+    assert not source.cancelled.is_set()
+    assert recorder.kinds() == ["on_subscribe"]
+    recorder.request(3)
+    executor.run_all()
+    assert source.requests == [3]
+    assert second.requests == []
+
+
+def test_subscribe_on_none_subscription_raises() -> None:
+    source = SpyPublisher()
+    executor = ManualExecutor()
+    operators.subscribe_on(source, executor).subscribe(Recorder())
+    executor.run_all()
+    assert source.subscriber is not None
+    with pytest.raises(TypeError, match=r"^subscription must not be None \(rule 2\.13\)$"):
+        source.subscriber.on_subscribe(None)  # type: ignore[arg-type]
+
+
+def test_subscribe_on_request_after_cancel_does_not_reach_the_source() -> None:
+    source = SpyPublisher()
+    executor = ManualExecutor()
+    recorder = Recorder()
+    operators.subscribe_on(source, executor).subscribe(recorder)
+    executor.run_all()
+    assert recorder.subscription is not None
+    recorder.subscription.cancel()
+    assert source.cancelled.is_set()
+    recorder.subscription.request(5)  # rule 3.6
+    executor.run_all()
+    assert source.requests == []
+
+
+class _SubscribesWith(Publisher[Any]):
+    """Hands its subscriber a given subscription."""
+
+    def __init__(self, subscription: Subscription) -> None:
+        self.subscription = subscription
+
+    def subscribe(self, subscriber: Subscriber[Any]) -> None:
+        subscriber.on_subscribe(self.subscription)
+
+
+class _RaisingCancel(StubSubscription):
+    def cancel(self) -> None:
+        super().cancel()
+        raise RuntimeError("cancel failed")
+
+
+def test_subscribe_on_raising_source_cancel_is_reported_not_raised(caplog: pytest.LogCaptureFixture) -> None:
+    upstream = _RaisingCancel()
+    executor = ManualExecutor()
+    recorder = Recorder()
+    operators.subscribe_on(_SubscribesWith(upstream), executor).subscribe(recorder)
+    executor.run_all()
+    with caplog.at_level(logging.ERROR, logger="flowpy"):
+        recorder.cancel()  # rule 3.15: returns normally
+    assert upstream.cancels == 1
+    assert any("cancel failed" in repr(record.exc_info) for record in caplog.records)
