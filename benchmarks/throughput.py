@@ -105,6 +105,67 @@ def queue_between_threads(items: int) -> int:
     return items
 
 
+def python_floor(items: int) -> int:
+    """The least a pure-Python publisher with flowpy's guarantees does per item, for one subscriber.
+
+    A re-entrant producer lock taken per item (producers stay serialised,
+    and a subscriber may publish from ``on_next``), a bounded deque, a
+    producer that blocks while it is full, and a consumer thread that calls
+    ``on_next`` and is woken only when it went idle, with no lost wake-up
+    (the "store, then load" pairs of flowpy/_buffered.py). No demand, no
+    executor, no errors, no closing: everything else flowpy does costs more.
+    """
+    on_next = NoOp().on_next
+    lock = threading.RLock()
+    space = threading.Condition(lock)
+    wake = threading.Semaphore(0)
+    buffer: collections.deque[int] = collections.deque()
+    running = False  # the consumer is draining, or was woken to
+    waiting = False  # the producer waits for space (set under the lock)
+    done = False
+
+    def consume() -> None:
+        nonlocal running, waiting
+        popleft = buffer.popleft
+        while True:
+            wake.acquire()
+            while True:
+                while buffer:
+                    on_next(popleft())
+                    if waiting:  # store (popleft), then load (waiting)
+                        with space:
+                            waiting = False
+                            space.notify()
+                running = False
+                if not buffer:  # store (running), then load (buffer)
+                    break
+                running = True
+            if done:
+                return
+
+    consumer = threading.Thread(target=consume)
+    consumer.start()
+    append, acquire, release = buffer.append, lock.acquire, lock.release
+    for i in range(items):
+        acquire()
+        try:
+            if len(buffer) >= CAPACITY:
+                waiting = True  # store (waiting), then load (the length)
+                while len(buffer) >= CAPACITY:
+                    space.wait()
+                waiting = False
+            append(i)
+            if not running:  # store (append), then load (running)
+                running = True
+                wake.release()
+        finally:
+            release()
+    done = True
+    wake.release()
+    consumer.join()
+    return items
+
+
 def flowpy_run(
     producers: int, subscribers: int, items: int, many: bool = False, executor: Executor | Default = DEFAULT
 ) -> int:
@@ -204,6 +265,13 @@ def main() -> None:
     parser.add_argument("--repetitions", type=int, default=5)
     parser.add_argument("--json", type=Path, help="also write the medians here, for benchmarks/chart.py")
     parser.add_argument("--context", action="store_true", help="measure context propagation on against off")
+    parser.add_argument(
+        "--only", action="append", default=[], metavar="TEXT", help="run only the flowpy cases whose name has TEXT"
+    )
+    parser.add_argument(
+        "--floor", action="store_true", help="add the pure-Python floor (python_floor) to the baselines"
+    )
+    parser.add_argument("--no-jdk", action="store_true", help="leave out the JDK baseline")
     args = parser.parse_args()
     n, reps = args.items, args.repetitions
     implementations = ["c", "python"] if _impl.CBufferedSubscription is not None else ["python"]
@@ -212,7 +280,11 @@ def main() -> None:
         "single thread: append to deque, then drain": lambda: append_then_drain(n),
         "queue.Queue(256) between two threads": lambda: queue_between_threads(n // 10),
     }
+    if args.floor:
+        baselines["pure-Python floor (python_floor)"] = lambda: python_floor(n)
     cases = context_cases(n) if args.context else flowpy_cases(n)
+    if args.only:
+        cases = {name: run for name, run in cases.items() if any(text in name for text in args.only)}
     rates: dict[str, list[float]] = collections.defaultdict(list)
     load = []
     for _ in range(reps):  # interleaved: every case once per round
@@ -224,7 +296,7 @@ def main() -> None:
                 with _impl.using(implementation):  # type: ignore[arg-type]
                     rates[f"flowpy [{implementation}] {case}"].append(rate(run))
     rows = [(name, statistics.median(values)) for name, values in rates.items()]
-    jdk = None if args.context else jdk_rate(n, reps)
+    jdk = None if args.context or args.no_jdk else jdk_rate(n, reps)
     if jdk is not None:
         rows.append(("JDK SubmissionPublisher 1 -> 1 (java)", jdk))
     columns = {

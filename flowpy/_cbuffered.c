@@ -1432,6 +1432,26 @@ lock_acquire_restore(PyObject *op, PyObject *state)
     Py_RETURN_NONE;
 }
 
+/* After os.fork(), in the child: make the lock free and unowned, as
+   threading.RLock._at_fork_reinit does. The thread that held it at the fork
+   does not exist in the child, and the old mutex may have been in the middle
+   of an operation of another thread, so it is neither released nor freed:
+   it is left allocated on purpose (CPython's own locks do the same). */
+static PyObject *
+lock_at_fork_reinit(PyObject *op, PyObject *Py_UNUSED(unused))
+{
+    LockObject *self = (LockObject *)op;
+    PyThread_type_lock mutex = PyThread_allocate_lock();
+    if (mutex == NULL) {
+        PyErr_SetString(PyExc_MemoryError, "cannot allocate lock");
+        return NULL;
+    }
+    self->mutex = mutex;
+    self->owner = 0;
+    self->count = 0;
+    Py_RETURN_NONE;
+}
+
 static PyObject *
 lock_repr(PyObject *op)
 {
@@ -1491,6 +1511,8 @@ static PyMethodDef lock_methods[] = {
      PyDoc_STR("For threading.Condition: give the lock up entirely; return the state to restore.")},
     {"_acquire_restore", lock_acquire_restore, METH_O,
      PyDoc_STR("For threading.Condition: take the lock again and restore a saved state.")},
+    {"_at_fork_reinit", lock_at_fork_reinit, METH_NOARGS,
+     PyDoc_STR("After os.fork(), in the child: make the lock free and unowned, as threading.RLock does.")},
     {NULL, NULL, 0, NULL},
 };
 

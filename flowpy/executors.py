@@ -17,6 +17,7 @@ daemon threads, so it never keeps the interpreter alive at exit.
 from __future__ import annotations
 
 import enum
+import os
 import threading
 from collections import deque
 from collections.abc import Callable
@@ -49,6 +50,17 @@ __all__ = [
 
 _default_lock = threading.Lock()
 _default: DaemonThreadPool | None = None
+
+
+def _forget_default_in_child() -> None:
+    """After ``os.fork()``, in the child: the shared pool's threads do not exist there; make a new one on first use."""
+    global _default, _default_lock
+    _default = None
+    _default_lock = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_default_in_child)
 
 
 def default_executor() -> DaemonThreadPool:

@@ -41,6 +41,7 @@ from types import TracebackType
 from typing import Any, Final, Generic, TypeVar, cast
 
 from flowpy import _impl
+from flowpy._buffered import BufferedSubscription as _PythonBuffered
 from flowpy._buffered import Handler
 from flowpy._checks import none_error, require, require_callable_or_none, require_positive_int, require_subscriber
 from flowpy._consumer import no_result, subscribe_future
@@ -146,6 +147,7 @@ class SubmissionPublisher(PublisherCore, Publisher[T], Generic[T]):
         self._space = threading.Condition(self._lock)
         # Notified when a blocked producer finishes, so the next may start.
         self._turn = threading.Condition(self._lock)
+        self._turn_waiters = 0  # producers inside self._turn.wait(); notified only if there are any
         self._blocked = 0  # ident of the producer waiting on self._space, holding the turn; 0 if none
         self._subscriptions: tuple[BufferedSubscription[T], ...] = ()  # replaced, never mutated
         self._closed = False  # set once; read without the lock by is_closed
@@ -224,11 +226,18 @@ class SubmissionPublisher(PublisherCore, Publisher[T], Generic[T]):
             subscriptions = self._subscriptions
             if len(subscriptions) == 1 and not self._blocked:
                 # The common case inline: one subscriber, room in its buffer.
-                # A full (0) or closed (-1) buffer took nothing; the general
-                # path below offers the item again and handles it.
-                status = subscriptions[0].offer(item)
-                if status > 0:
-                    return status
+                # This is _buffered.BufferedSubscription.offer, written out
+                # here to save a call per item; a full or closed buffer takes
+                # nothing, and the general path below handles it.
+                subscription = subscriptions[0]
+                if type(subscription) is _PythonBuffered:  # not a compiled one left from the other core
+                    buffer = subscription._buffer
+                    n = len(buffer)
+                    if n < subscription._capacity:
+                        buffer.append(item)
+                        if not subscription._running and subscription._demand:
+                            subscription._start_on_offer()
+                        return n + 1
             return self._publish_locked(item, None, None)
         finally:
             lock.release()
@@ -273,19 +282,27 @@ class SubmissionPublisher(PublisherCore, Publisher[T], Generic[T]):
         """Publish ``chunk[:end]`` (no ``None`` in it) as ``submit`` would each. Caller holds self._lock."""
         done = 0
         while done < end:
-            self._wait_turn(None)
+            if self._blocked:
+                self._wait_turn(None)
             subscriptions = self._subscriptions
             if not subscriptions:
                 if self._closed:
                     raise self._closed_error("submit")
                 return  # as submit() with no subscribers: the items go nowhere
-            room = min(subscription.free_slots() for subscription in subscriptions)
+            if len(subscriptions) == 1:
+                room = subscriptions[0].free_slots()
+            else:
+                room = min(subscription.free_slots() for subscription in subscriptions)
             if room > 0:
-                part = chunk[done : min(done + room, end)]
+                stop = done + room
+                if stop >= end:
+                    stop = end
+                # The whole chunk, not a copy of it, when it all fits at once.
+                part = chunk if done == 0 and stop == len(chunk) else chunk[done:stop]
                 for subscription in subscriptions:
                     if subscription.extend(part) < 0:
                         self._subscriptions = self._live()
-                done += len(part)
+                done = stop
             else:  # a buffer is full or closed: one item the general way, which may wait
                 self._publish_locked(chunk[done], None, None)
                 done += 1
@@ -362,7 +379,11 @@ class SubmissionPublisher(PublisherCore, Publisher[T], Generic[T]):
                     f"cannot {_operation(timeout)}(): this thread's own submit() is waiting for buffer "
                     f"space, and a subscriber it delivers to meanwhile must not publish to the same publisher"
                 )
-            self._turn.wait()
+            self._turn_waiters += 1
+            try:
+                self._turn.wait()
+            finally:
+                self._turn_waiters -= 1
 
     def _publish_locked(self, item: T, timeout: float | None, on_drop: DropHandler[T] | None) -> int:
         """The body of :meth:`_publish`, for an ``item`` that is not ``None``. Caller holds self._lock."""
@@ -449,7 +470,8 @@ class SubmissionPublisher(PublisherCore, Publisher[T], Generic[T]):
         finally:
             subscription.stop_waiting()
             self._blocked = 0
-            self._turn.notify_all()
+            if self._turn_waiters:
+                self._turn.notify_all()
 
     # --- Closing ----------------------------------------------------------------
 

@@ -725,6 +725,40 @@ def test_close_returns_at_once_while_a_producer_is_blocked_and_submit_raises() -
     assert recorder.items == [1] and recorder.completed
 
 
+@pytest.mark.timeout(30)
+def test_a_producer_waiting_for_its_turn_goes_on_when_the_blocked_producer_finishes() -> None:
+    publisher, executor = manual(capacity=1)
+    recorder = Recorder()
+    publisher.subscribe(recorder)
+    executor.run_all()
+    publisher.submit(1)  # the buffer is full, and nothing is requested
+    done: list[str] = []
+
+    def produce(item: int, name: str) -> None:
+        publisher.submit(item)
+        done.append(name)
+
+    blocked = threading.Thread(target=produce, args=(2, "blocked"))
+    blocked.start()
+    while not publisher._blocked:  # waiting for space, holding the turn
+        threading.Event().wait(0.001)
+    waiting = threading.Thread(target=produce, args=(3, "waiting"))
+    waiting.start()
+    while not publisher._turn_waiters:  # waiting for its turn
+        threading.Event().wait(0.001)
+    recorder.request(5)  # the blocked producer drains inline, then hands the turn over
+    blocked.join(10)
+    waiting.join(10)
+    assert not blocked.is_alive() and not waiting.is_alive()
+    assert done == ["blocked", "waiting"]
+    assert publisher._turn_waiters == 0 and publisher._blocked == 0
+    executor.run_all()
+    assert recorder.items == [1, 2, 3]
+    publisher.close()
+    executor.run_all()
+    assert recorder.completed
+
+
 # --- errors from subscribers -------------------------------------------------------------
 
 
