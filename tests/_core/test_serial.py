@@ -101,7 +101,8 @@ def test_a_raising_drain_propagates_and_leaves_the_drain_idle_for_the_next_signa
 
 @pytest.mark.timeout(60)
 @pytest.mark.usefixtures("tiny_switch_interval")
-def test_signals_from_many_threads_never_overlap_and_none_is_lost() -> None:
+@pytest.mark.parametrize("inline", [False, True], ids=["executor", "inline"])
+def test_signals_from_many_threads_never_overlap_and_none_is_lost(inline: bool) -> None:
     pool = DaemonThreadPool(4)
     inside = threading.Lock()
     overlaps: list[int] = []
@@ -120,7 +121,7 @@ def test_signals_from_many_threads_never_overlap_and_none_is_lost() -> None:
             inside.release()
         return False
 
-    serial = SerialDrain(pool.execute, drain, lambda error: None)
+    serial = SerialDrain.inline(drain) if inline else SerialDrain(pool.execute, drain, lambda error: None)
 
     def signaller() -> None:
         for _ in range(2_000):
@@ -132,7 +133,7 @@ def test_signals_from_many_threads_never_overlap_and_none_is_lost() -> None:
     for thread in threads:
         thread.start()
     for thread in threads:
-        thread.join()
+        thread.join(30)
     assert pool.wait_idle(30)
     assert overlaps == []
     assert seen[0] == sent[0] == 8_000  # the last signal's work was seen by a pass after it
@@ -294,40 +295,3 @@ def test_inline_yielding_drain_just_runs_another_pass() -> None:
     serial = SerialDrain.inline(drain)
     serial.signal()
     assert passes == [True, False]
-
-
-@pytest.mark.timeout(60)
-@pytest.mark.usefixtures("tiny_switch_interval")
-def test_inline_signals_from_many_threads_never_overlap_and_none_is_lost() -> None:
-    inside = threading.Lock()
-    overlaps: list[int] = []
-    seen = [0]
-    sent = [0]
-    count_lock = threading.Lock()
-
-    def drain(first: bool) -> bool:
-        if not inside.acquire(blocking=False):
-            overlaps.append(1)
-            return False
-        try:
-            with count_lock:
-                seen[0] = sent[0]
-        finally:
-            inside.release()
-        return False
-
-    serial = SerialDrain.inline(drain)
-
-    def signaller() -> None:
-        for _ in range(2_000):
-            with count_lock:
-                sent[0] += 1
-            serial.signal()
-
-    threads = [threading.Thread(target=signaller) for _ in range(4)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(30)
-    assert overlaps == []
-    assert seen[0] == sent[0] == 8_000  # the last signal's work was seen by a pass after it
