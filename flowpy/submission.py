@@ -300,12 +300,31 @@ class SubmissionPublisher(PublisherCore, Publisher[T], Generic[T]):
                 # The whole chunk, not a copy of it, when it all fits at once.
                 part = chunk if done == 0 and stop == len(chunk) else chunk[done:stop]
                 for subscription in subscriptions:
-                    if subscription.extend(part) < 0:
+                    status = subscription.extend(part)
+                    if status == 0:
+                        self._offer_each(subscription, part)
+                    elif status < 0:
                         self._subscriptions = self._live()
                 done = stop
             else:  # a buffer is full or closed: one item the general way, which may wait
                 self._publish_locked(chunk[done], None, None)
                 done += 1
+
+    def _offer_each(self, subscription: BufferedSubscription[T], items: list[T]) -> None:
+        """Offer ``items`` to ``subscription`` one by one, waiting for space as submit does. Caller holds self._lock.
+
+        For a part of a chunk that no longer fits whole, because a task that
+        an earlier ``extend`` started published into this buffer meanwhile
+        (a subscriber that publishes from ``on_next`` on an executor that
+        runs tasks at once).
+        """
+        for item in items:
+            status = subscription.offer(item)
+            if status == 0:
+                status = self._retry(item, [subscription], 0, None, None)
+            if status < 0:
+                self._subscriptions = self._live()
+                return
 
     def offer(
         self,

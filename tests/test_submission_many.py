@@ -172,3 +172,37 @@ def test_reentrant_submit_many_into_a_full_buffer_raises() -> None:
     assert str(failures[0]).startswith("cannot submit(): the buffer of ")
     publisher.close()
     assert recorder.items == [0, 100, 101] and recorder.completed
+
+
+def test_a_chunk_that_no_longer_fits_a_buffer_goes_in_item_by_item_and_nothing_is_lost() -> None:
+    # The first subscriber is delivered to at once (its tasks run inline), and
+    # publishes -1 from on_next while the chunk is being appended: -1 lands in
+    # the second buffer between the chunk's appends to the two buffers, so the
+    # chunk no longer fits there whole. It must go in item by item, waiting
+    # for space as submit would; the second's tasks wait in a manual executor,
+    # which the blocked producer drains by running the queued task itself.
+    queued = ManualExecutor()
+
+    def execute(task: Any) -> None:
+        if task.__self__.subscriber is first:
+            task()
+        else:
+            queued.execute(task)
+
+    publisher: SubmissionPublisher[int] = SubmissionPublisher(execute, 4)
+
+    def resubmit(item: int) -> None:
+        if item == 0:
+            publisher.submit(-1)
+
+    first, second = Recorder(initial=MAX, on_next_hook=resubmit), Recorder(initial=MAX)
+    publisher.subscribe(first)
+    publisher.subscribe(second)
+    queued.run_all()
+    assert publisher.submit_many(range(4)) == 4
+    queued.run_all()
+    publisher.close()
+    queued.run_all()
+    assert first.items == [0, 1, 2, 3, -1]  # the chunk was in its buffer before on_next(0) ran
+    assert second.items == [-1, 0, 1, 2, 3]
+    assert first.completed and second.completed and first.violations == second.violations == []
