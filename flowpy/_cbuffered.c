@@ -906,43 +906,57 @@ buf_offer(PyObject *op, PyObject *item)
     return status == -2 ? NULL : PyLong_FromSsize_t(status);
 }
 
+/* Buffer items[start:stop] of a list (none is None) if all fit: the batch
+   form of offer_item, with its results (-2: an exception is set). The caller
+   holds the publisher's lock and checked the bounds. */
+static Py_ssize_t
+extend_items(BufObject *self, PyObject *items, Py_ssize_t start, Py_ssize_t stop)
+{
+    Py_ssize_t k = stop - start;
+    Py_ssize_t n = self->count;
+    if (k > self->capacity - n) {
+        return self->closed ? -1 : 0;
+    }
+    if (ring_grow(self, n + k) < 0) {
+        return -2;
+    }
+    Py_ssize_t mask = self->size - 1;
+    for (Py_ssize_t i = 0; i < k; i++) {
+        self->ring[(self->head + n + i) & mask] = Py_NewRef(PyList_GET_ITEM(items, start + i));
+    }
+    self->count = n + k;
+    if (!self->running && self->demand) {
+        if (start_signal(self, mark_started(self)) < 0) {
+            return -2;
+        }
+    }
+    return n + k;
+}
+
 /* Buffer every item of a list (none is None) if all fit: the batch form of
    offer, for submit_many. The caller holds the publisher's lock. */
 static PyObject *
 buf_extend(PyObject *op, PyObject *items)
 {
-    BufObject *self = (BufObject *)op;
     if (!PyList_CheckExact(items)) {
         PyErr_Format(PyExc_TypeError, "items must be a list, got %R", items);
         return NULL;
     }
-    Py_ssize_t k = PyList_GET_SIZE(items);
-    Py_ssize_t n = self->count;
-    if (k > self->capacity - n) {
-        return PyLong_FromLong(self->closed ? -1 : 0);
-    }
-    if (ring_grow(self, n + k) < 0) {
-        return NULL;
-    }
-    Py_ssize_t mask = self->size - 1;
-    for (Py_ssize_t i = 0; i < k; i++) {
-        self->ring[(self->head + n + i) & mask] = Py_NewRef(PyList_GET_ITEM(items, i));
-    }
-    self->count = n + k;
-    if (!self->running && self->demand) {
-        if (start_signal(self, mark_started(self)) < 0) {
-            return NULL;
-        }
-    }
-    return PyLong_FromSsize_t(n + k);
+    Py_ssize_t status = extend_items((BufObject *)op, items, 0, PyList_GET_SIZE(items));
+    return status == -2 ? NULL : PyLong_FromSsize_t(status);
+}
+
+static inline Py_ssize_t
+free_slots(BufObject *self)
+{
+    Py_ssize_t free = self->capacity - self->count;
+    return free > 0 ? free : 0;
 }
 
 static PyObject *
 buf_free_slots(PyObject *op, PyObject *Py_UNUSED(unused))
 {
-    BufObject *self = (BufObject *)op;
-    Py_ssize_t free = self->capacity - self->count;
-    return PyLong_FromSsize_t(free > 0 ? free : 0);
+    return PyLong_FromSsize_t(free_slots((BufObject *)op));
 }
 
 static inline int
@@ -1557,15 +1571,20 @@ static PyType_Spec lock_spec = {
  * The state of flowpy.submission.SubmissionPublisher that submit reads, as
  * slots of a base class, and the compiled submit. SubmissionPublisher stays
  * Python: every other method, and every slow path of submit, is its code.
- * submit here is the reference's submit and _publish_locked for the cases
- * that need no waiting, and calls the reference's methods (_publish,
- * _publish_locked, _live, _retry) for everything else, exactly where the
- * reference would take those paths.
+ * submit here is the reference's submit, _publish_locked and _retry for the
+ * cases where this thread can go on at once (a full buffer whose pending
+ * task it runs itself, as the reference's wait_for_space does), and
+ * _publish_chunk is the reference's. Both call the reference's methods
+ * (_publish, _publish_locked, _wait_turn, _retry, _live, _offer_each,
+ * _closed_error) for everything else, exactly where the reference would
+ * take those paths.
  */
 typedef struct {
     PyObject_HEAD
     PyObject *lock;          /* _lock: the producer lock; NULL before __init__ */
     PyObject *subscriptions; /* _subscriptions: a tuple, replaced, never mutated */
+    PyObject *turn;          /* _turn: the Condition producers wait on for their turn; NULL before __init__ */
+    Py_ssize_t turn_waiters; /* _turn_waiters: producers inside _turn.wait() */
     unsigned long blocked;   /* _blocked: ident of the producer waiting for space; 0 if none */
     char closed;             /* _closed */
 } CoreObject;
@@ -1581,6 +1600,116 @@ static PyObject *
 core_publish_python(PyObject *self, PyObject *item)
 {
     return PyObject_CallMethod(self, "_publish", "OOO", item, Py_None, Py_None);
+}
+
+/* self._subscriptions = self._live(): drop the closed subscriptions. */
+static int
+prune(CoreObject *self)
+{
+    PyObject *live = PyObject_CallMethod((PyObject *)self, "_live", NULL);
+    if (live == NULL) {
+        return -1;
+    }
+    PyObject *old = self->subscriptions;
+    self->subscriptions = live;
+    Py_XDECREF(old);
+    return 0;
+}
+
+/* The finally of the reference's _await_space, after stop_waiting() and
+   _blocked = 0: if self._turn_waiters: self._turn.notify_all(). */
+static int
+notify_turn(CoreObject *self)
+{
+    if (self->turn_waiters == 0 || self->turn == NULL) {
+        return 0;
+    }
+    PyObject *turn = Py_NewRef(self->turn);
+    PyObject *r = PyObject_CallMethod(turn, "notify_all", NULL);
+    release_keeping_error(turn);
+    if (r == NULL) {
+        return -1;
+    }
+    Py_DECREF(r);
+    return 0;
+}
+
+/* The reference's _retry(item, saturated, lag, None, None) for submit: for
+   each subscription that was full, _await_space, then offer again. Done
+   here for as long as this thread can go on at once: a full buffer whose
+   task is pending and unclaimed is drained by this thread in one pass of
+   _await_space's loop (wait_for_space runs the task). From the first
+   subscription that would make this producer wait, or raise, the
+   reference's _retry goes on with the rest. The caller holds the lock. */
+static PyObject *
+core_retry(CoreObject *self, PyObject *item, PyObject *saturated, Py_ssize_t lag)
+{
+    unsigned long me = PyThread_get_thread_ident();
+    Py_ssize_t n = PyList_GET_SIZE(saturated), k = 0;
+    for (; k < n; k++) {
+        PyObject *op = PyList_GET_ITEM(saturated, k); /* borrowed: the list is ours, and unchanged */
+        if (!is_buffered(op) || self->closed) {
+            break;
+        }
+        BufObject *subscription = (BufObject *)op;
+        if (subscription->consumer == me) {
+            break; /* delivering_here(): the reference raises ReentrantSubmitError */
+        }
+        if (!has_space(subscription)) {
+            if (!subscription->pending) {
+                break; /* the reference waits on self._space */
+            }
+            /* _blocked names this thread while it runs the task, so that a
+               submit from inside it raises rather than waits for its turn. */
+            self->blocked = me;
+            (void)claim_pending(subscription);
+            int consumed = consume(subscription);
+            subscription->waiting = 0; /* the finally: stop_waiting(), _blocked = 0, notify */
+            self->blocked = 0;
+            PyObject *raised = consumed < 0 ? take_exception() : NULL;
+            if (notify_turn(self) < 0) {
+                if (raised != NULL) {
+                    chain_exception(raised);
+                }
+                return NULL;
+            }
+            if (raised != NULL) {
+                restore_exception(raised);
+                return NULL;
+            }
+            if (!has_space(subscription) || self->closed) {
+                break; /* the reference's loop goes on: it waits, or raises */
+            }
+        }
+        else { /* _await_space's loop does not run, and closed was looked at above; its finally runs */
+            subscription->waiting = 0;
+            if (notify_turn(self) < 0) {
+                return NULL;
+            }
+        }
+        /* Not 0: only producers fill a buffer, and this one held the lock
+           since has_space(); a subscription that closed meanwhile gives -1. */
+        Py_ssize_t status = offer_item(subscription, item);
+        if (status == -2) {
+            return NULL;
+        }
+        if (status > lag) {
+            lag = status;
+        }
+        else if (status < 0 && prune(self) < 0) {
+            return NULL;
+        }
+    }
+    if (k == n) {
+        return PyLong_FromSsize_t(lag);
+    }
+    PyObject *rest = k == 0 ? Py_NewRef(saturated) : PyList_GetSlice(saturated, k, n);
+    if (rest == NULL) {
+        return NULL;
+    }
+    PyObject *result = PyObject_CallMethod((PyObject *)self, "_retry", "OOnOO", item, rest, lag, Py_None, Py_None);
+    Py_DECREF(rest);
+    return result;
 }
 
 /* The reference's _publish_locked(item, None, None); the caller holds the lock. */
@@ -1630,26 +1759,186 @@ core_publish_locked(CoreObject *self, PyObject *item)
                 goto done;
             }
         }
-        else if (status < 0) {
-            PyObject *live = PyObject_CallMethod((PyObject *)self, "_live", NULL);
-            if (live == NULL) {
-                goto done;
-            }
-            PyObject *old = self->subscriptions;
-            self->subscriptions = live;
-            Py_XDECREF(old);
+        else if (status < 0 && prune(self) < 0) {
+            goto done;
         }
     }
-    if (saturated != NULL) {
-        result = PyObject_CallMethod((PyObject *)self, "_retry", "OOnOO", item, saturated, lag, Py_None, Py_None);
-    }
-    else {
-        result = PyLong_FromSsize_t(lag);
-    }
+    result = saturated != NULL ? core_retry(self, item, saturated, lag) : PyLong_FromSsize_t(lag);
 done:
     Py_XDECREF(saturated);
     Py_DECREF(subscriptions);
     return result;
+}
+
+/* The free slots of a subscription of either core, or -1 with an exception set. */
+static Py_ssize_t
+room_in(PyObject *subscription)
+{
+    if (is_buffered(subscription)) {
+        return free_slots((BufObject *)subscription);
+    }
+    PyObject *r = PyObject_CallMethod(subscription, "free_slots", NULL);
+    if (r == NULL) {
+        return -1;
+    }
+    Py_ssize_t room = PyLong_AsSsize_t(r);
+    Py_DECREF(r);
+    return room;
+}
+
+/* Whether chunk still holds `stop` items; else -1 with an exception set.
+   Only a direct caller of the private _publish_chunk could have changed it:
+   submit_many's chunk is its own. Looked at after any Python code ran. */
+static int
+check_chunk(PyObject *chunk, Py_ssize_t stop)
+{
+    if (stop <= PyList_GET_SIZE(chunk)) {
+        return 0;
+    }
+    PyErr_SetString(PyExc_RuntimeError, "_publish_chunk(): the chunk shrank while it was published");
+    return -1;
+}
+
+/* subscription.extend(chunk[start:stop]) for a subscription of either core:
+   the items now buffered, 0 if they did not fit, -1 if closed, -2 with an
+   exception set. */
+static Py_ssize_t
+extend_any(PyObject *subscription, PyObject *chunk, Py_ssize_t start, Py_ssize_t stop)
+{
+    if (check_chunk(chunk, stop) < 0) {
+        return -2;
+    }
+    if (is_buffered(subscription)) {
+        return extend_items((BufObject *)subscription, chunk, start, stop);
+    }
+    PyObject *part = PyList_GetSlice(chunk, start, stop);
+    if (part == NULL) {
+        return -2;
+    }
+    PyObject *r = PyObject_CallMethod(subscription, "extend", "O", part);
+    Py_DECREF(part);
+    if (r == NULL) {
+        return -2;
+    }
+    Py_ssize_t status = PyLong_AsSsize_t(r);
+    Py_DECREF(r);
+    return status == -1 && PyErr_Occurred() ? -2 : status;
+}
+
+/* One pass of the reference's _publish_chunk loop at chunk[done:end]:
+   returns the new `done`, or -1 with an exception set. */
+static Py_ssize_t
+publish_part(CoreObject *self, PyObject *chunk, Py_ssize_t done, Py_ssize_t end)
+{
+    if (self->blocked) {
+        PyObject *r = PyObject_CallMethod((PyObject *)self, "_wait_turn", "O", Py_None);
+        if (r == NULL) {
+            return -1;
+        }
+        Py_DECREF(r);
+    }
+    if (self->subscriptions == NULL || !PyTuple_CheckExact(self->subscriptions)) {
+        PyErr_SetString(PyExc_TypeError, "_publish_chunk(): _subscriptions must be a tuple");
+        return -1;
+    }
+    PyObject *subscriptions = Py_NewRef(self->subscriptions);
+    Py_ssize_t n = PyTuple_GET_SIZE(subscriptions), room = PY_SSIZE_T_MAX, result = -1;
+    if (n == 0) {
+        if (!self->closed) {
+            result = end; /* as submit() with no subscribers: the items go nowhere */
+            goto done;
+        }
+        PyObject *error = PyObject_CallMethod((PyObject *)self, "_closed_error", "s", "submit");
+        if (error != NULL) {
+            PyErr_SetObject((PyObject *)Py_TYPE(error), error);
+            Py_DECREF(error);
+        }
+        goto done;
+    }
+    for (Py_ssize_t i = 0; i < n && room > 0; i++) {
+        Py_ssize_t free = room_in(PyTuple_GET_ITEM(subscriptions, i));
+        if (free == -1 && PyErr_Occurred()) {
+            goto done;
+        }
+        if (free < room) {
+            room = free;
+        }
+    }
+    if (room <= 0) { /* a buffer is full or closed: one item the general way, which may wait */
+        if (check_chunk(chunk, done + 1) < 0) {
+            goto done;
+        }
+        PyObject *item = Py_NewRef(PyList_GET_ITEM(chunk, done));
+        PyObject *r = core_publish_locked(self, item);
+        Py_DECREF(item);
+        if (r != NULL) {
+            Py_DECREF(r);
+            result = done + 1;
+        }
+        goto done;
+    }
+    Py_ssize_t stop = room < end - done ? done + room : end;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *subscription = PyTuple_GET_ITEM(subscriptions, i);
+        Py_ssize_t status = extend_any(subscription, chunk, done, stop);
+        if (status == -2) {
+            goto done;
+        }
+        if (status == 0) { /* it filled meanwhile: see the reference's _offer_each */
+            PyObject *part = PyList_GetSlice(chunk, done, stop);
+            if (part == NULL) {
+                goto done;
+            }
+            PyObject *r = PyObject_CallMethod((PyObject *)self, "_offer_each", "OO", subscription, part);
+            Py_DECREF(part);
+            if (r == NULL) {
+                goto done;
+            }
+            Py_DECREF(r);
+        }
+        else if (status < 0 && prune(self) < 0) {
+            goto done;
+        }
+    }
+    result = stop;
+done:
+    Py_DECREF(subscriptions);
+    return result;
+}
+
+/* The reference's _publish_chunk(chunk, end); the caller holds the lock. */
+static PyObject *
+core_publish_chunk(PyObject *op, PyObject *const *args, Py_ssize_t nargs)
+{
+    CoreObject *self = (CoreObject *)op;
+    if (nargs != 2) {
+        PyErr_Format(PyExc_TypeError, "_publish_chunk() takes 2 arguments (%zd given)", nargs);
+        return NULL;
+    }
+    PyObject *chunk = args[0];
+    if (!PyList_CheckExact(chunk)) {
+        PyErr_Format(PyExc_TypeError, "chunk must be a list, got %R", chunk);
+        return NULL;
+    }
+    Py_ssize_t end = PyLong_AsSsize_t(args[1]);
+    if (end == -1 && PyErr_Occurred()) {
+        return NULL;
+    }
+    if (end < 0 || end > PyList_GET_SIZE(chunk)) {
+        PyErr_Format(PyExc_ValueError, "_publish_chunk(): end must be in [0, %zd], got %zd",
+                     PyList_GET_SIZE(chunk), end);
+        return NULL;
+    }
+    Py_INCREF(chunk); /* Python code runs below; the list is read, never changed */
+    Py_ssize_t done = 0;
+    while (done >= 0 && done < end) {
+        done = publish_part(self, chunk, done, end);
+    }
+    Py_DECREF(chunk);
+    if (done < 0) {
+        return NULL;
+    }
+    Py_RETURN_NONE;
 }
 
 static PyObject *
@@ -1728,6 +2017,7 @@ core_traverse(PyObject *op, visitproc visit, void *arg)
     Py_VISIT(Py_TYPE(op));
     Py_VISIT(self->lock);
     Py_VISIT(self->subscriptions);
+    Py_VISIT(self->turn);
     return 0;
 }
 
@@ -1737,6 +2027,7 @@ core_clear(PyObject *op)
     CoreObject *self = (CoreObject *)op;
     Py_CLEAR(self->lock);
     Py_CLEAR(self->subscriptions);
+    Py_CLEAR(self->turn);
     return 0;
 }
 
@@ -1753,6 +2044,9 @@ core_dealloc(PyObject *op)
 static PyMethodDef core_methods[] = {
     {"submit", core_submit, METH_O,
      PyDoc_STR("submit(item) -> int\n--\n\nThe compiled SubmissionPublisher.submit; see the reference.")},
+    {"_publish_chunk", (PyCFunction)(void (*)(void))core_publish_chunk, METH_FASTCALL,
+     PyDoc_STR("_publish_chunk(chunk, end)\n--\n\nThe compiled SubmissionPublisher._publish_chunk; see the "
+               "reference.")},
     {NULL, NULL, 0, NULL},
 };
 
@@ -1761,6 +2055,10 @@ static PyMemberDef core_members[] = {
      PyDoc_STR("The producer lock, held for a whole submit or offer.")},
     {"_subscriptions", Py_T_OBJECT_EX, offsetof(CoreObject, subscriptions), 0,
      PyDoc_STR("The open subscriptions: a tuple, replaced, never mutated.")},
+    {"_turn", Py_T_OBJECT_EX, offsetof(CoreObject, turn), 0,
+     PyDoc_STR("The Condition producers wait on for their turn while another is blocked for space.")},
+    {"_turn_waiters", Py_T_PYSSIZET, offsetof(CoreObject, turn_waiters), 0,
+     PyDoc_STR("Producers inside _turn.wait(); _turn is notified only if there are any.")},
     {"_blocked", Py_T_ULONG, offsetof(CoreObject, blocked), 0,
      PyDoc_STR("Ident of the producer waiting for space, holding the turn; 0 if none.")},
     {"_closed", Py_T_BOOL, offsetof(CoreObject, closed), 0,

@@ -40,7 +40,7 @@ class PythonPublisherCore:
 
     The compiled ``PublisherCore`` holds the state that the compiled
     ``submit`` reads (``_lock``, ``_subscriptions``, ``_blocked``,
-    ``_closed``) in slots; here they are plain attributes.
+    ``_closed``, ``_turn``, ``_turn_waiters``) in slots; here they are plain attributes.
     """
 
     __slots__ = ()

@@ -83,12 +83,15 @@ DropHandler = Callable[[Subscriber[T], T], bool]
 # ReentrantSubmitError instead; the checks are on the slow path only.
 #
 # With the compiled core, the base class PublisherCore (flowpy/_cbuffered.c)
-# holds _lock, _subscriptions, _blocked and _closed in slots, and submit is
-# its C method (select_core, at the end): it publishes an item that needs no
-# Python code (every buffer has room, no task to start) without taking the
-# lock, offers to each subscription from C otherwise, and calls this class's
+# holds _lock, _subscriptions, _turn, _turn_waiters, _blocked and _closed in
+# slots, and submit is its C method (select_core, at the end): it publishes
+# an item that needs no Python code (every buffer has room, no task to
+# start) without taking the lock, offers to each subscription from C
+# otherwise, and calls this class's
 # _publish, _publish_locked, _live and _retry exactly where submit and
-# _publish_locked below take those paths. The submit below is the reference.
+# _publish_locked below take those paths; a full buffer whose task this
+# thread can run at once is drained from C, as _retry would. _publish_chunk
+# (submit_many) is compiled too. The methods below are the reference.
 
 
 _CONTENDED_YIELDS: Final = 16
@@ -685,6 +688,7 @@ def _first_none_python(items: list[T]) -> int:
 
 
 _REFERENCE_SUBMIT: Final = SubmissionPublisher.submit
+_REFERENCE_PUBLISH_CHUNK: Final = SubmissionPublisher._publish_chunk
 _first_none: Callable[[list[Any]], int] = _first_none_python
 _core = "python"
 _new_producer_lock: Callable[[], threading.RLock] = threading.RLock
@@ -693,7 +697,7 @@ _new_producer_lock: Callable[[], threading.RLock] = threading.RLock
 def select_core(name: str) -> None:
     """Use the producer path of core ``name`` (``"c"`` or ``"python"``) from now on.
 
-    ``submit`` is switched for every publisher; publishers built from now on
+    ``submit`` and ``_publish_chunk`` are switched for every publisher; publishers built from now on
     get that core's producer lock. The subscriptions are chosen by
     ``BufferedSubscription`` here. Called once at import and by
     :func:`flowpy._impl.using`.
@@ -706,12 +710,14 @@ def select_core(name: str) -> None:
         and _impl.c_first_none is not None
     ):
         setattr(SubmissionPublisher, "submit", _impl.CPublisherCore.__dict__["submit"])  # noqa: B010
+        setattr(SubmissionPublisher, "_publish_chunk", _impl.CPublisherCore.__dict__["_publish_chunk"])  # noqa: B010
         _new_producer_lock = _impl.CProducerLock
         _first_none = _impl.c_first_none
         BufferedSubscription = cast(Any, _impl.CBufferedSubscription)  # the same interface as the reference
         _core = "c"
     else:
         setattr(SubmissionPublisher, "submit", _REFERENCE_SUBMIT)  # noqa: B010
+        setattr(SubmissionPublisher, "_publish_chunk", _REFERENCE_PUBLISH_CHUNK)  # noqa: B010
         _new_producer_lock = threading.RLock
         _first_none = _first_none_python
         BufferedSubscription = _impl.PythonBufferedSubscription

@@ -502,6 +502,66 @@ def test_reentrant_submit_from_a_task_run_by_a_blocked_producer_raises() -> None
     ]
 
 
+def two_full_buffers(first_hook: Any = None) -> tuple[SubmissionPublisher[Any], ManualExecutor, Recorder, Recorder]:
+    """Capacity 1, two subscribers each holding item 0; the first has requested, and its task is queued."""
+    publisher, executor = manual(capacity=1)
+    first, second = Recorder(initial=MAX, on_next_hook=first_hook), Recorder()
+    publisher.subscribe(first)
+    publisher.subscribe(second)
+    executor.run_all()
+    publisher.submit(0)
+    return publisher, executor, first, second
+
+
+@pytest.mark.timeout(30)
+def test_a_blocked_producer_drains_the_buffer_it_can_then_waits_for_the_next() -> None:
+    # Both buffers are full: the producer runs the first subscriber's queued
+    # task itself, then waits for the second, which has requested nothing.
+    publisher, executor, first, second = two_full_buffers()
+    producer = threading.Thread(target=publisher.submit, args=(1,))
+    producer.start()
+    while not publisher._blocked:  # waiting for space in the second buffer
+        threading.Event().wait(0.001)
+    assert first.items == [0]  # delivered by the blocked producer's thread
+    second.request(2)  # its task is queued; the producer wakes, runs it, and goes on
+    producer.join(10)
+    assert not producer.is_alive() and publisher._blocked == 0
+    executor.run_all()
+    publisher.close()
+    executor.run_all()
+    assert first.items == second.items == [0, 1] and first.completed and second.completed
+
+
+def test_a_full_buffer_that_a_drain_frees_meanwhile_takes_the_item_without_waiting() -> None:
+    # The blocked producer runs the first subscriber's task; its on_next runs
+    # the executor's queue, and so the second's task, which frees the second buffer.
+    def run_queued(item: int) -> None:
+        if item == 0:
+            executor.run_all()
+
+    publisher, executor, first, second = two_full_buffers(run_queued)
+    second.request(MAX)
+    assert publisher.submit(1) == 1
+    assert first.items == second.items == [0]
+    executor.run_all()
+    assert first.items == second.items == [0, 1]
+    publisher.close()
+
+
+def test_a_full_buffer_that_closes_meanwhile_is_pruned_and_the_item_goes_to_the_rest() -> None:
+    def cancel_second(item: int) -> None:
+        if item == 0:
+            second.cancel()
+            executor.run_all()  # the second's task sees the cancel
+
+    publisher, executor, first, second = two_full_buffers(cancel_second)
+    assert publisher.submit(1) == 1
+    assert publisher.number_of_subscribers == 1
+    executor.run_all()
+    assert first.items == [0, 1] and second.items == []
+    publisher.close()
+
+
 # --- offer ---------------------------------------------------------------------------------
 
 
@@ -726,7 +786,8 @@ def test_close_returns_at_once_while_a_producer_is_blocked_and_submit_raises() -
 
 
 @pytest.mark.timeout(30)
-def test_a_producer_waiting_for_its_turn_goes_on_when_the_blocked_producer_finishes() -> None:
+@pytest.mark.parametrize("many", [False, True], ids=["submit", "submit_many"])
+def test_a_producer_waiting_for_its_turn_goes_on_when_the_blocked_producer_finishes(many: bool) -> None:
     publisher, executor = manual(capacity=1)
     recorder = Recorder()
     publisher.subscribe(recorder)
@@ -735,7 +796,10 @@ def test_a_producer_waiting_for_its_turn_goes_on_when_the_blocked_producer_finis
     done: list[str] = []
 
     def produce(item: int, name: str) -> None:
-        publisher.submit(item)
+        if many and name == "waiting":
+            publisher.submit_many([item])
+        else:
+            publisher.submit(item)
         done.append(name)
 
     blocked = threading.Thread(target=produce, args=(2, "blocked"))

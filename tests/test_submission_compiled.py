@@ -421,3 +421,295 @@ def test_an_executor_raising_base_exception_in_submit_propagates_and_releases_th
         publisher.submit(1)  # the consumer task must start: the executor raises
     assert recorder.items == [] and isinstance(recorder.error, Abort)
     assert_lock_free(publisher)
+
+
+# --- A full buffer drained from C (the reference's _retry and _await_space) ------------------
+
+
+class Turn:
+    """A stand-in for ``_turn`` whose ``notify_all`` raises from call ``fail_at`` on (counting from 1)."""
+
+    def __init__(self, fail_at: int) -> None:
+        self.fail_at = fail_at
+        self.calls = 0
+
+    def notify_all(self) -> None:
+        self.calls += 1
+        if self.calls >= self.fail_at:
+            raise RuntimeError("no notify")
+
+
+def full_buffers(
+    subscribers: int, hook: Any = None, idle: int = 0
+) -> tuple[SubmissionPublisher[int], ManualExecutor, list[Recorder]]:
+    """Capacity 1, each subscriber holding item 0 and its task queued; the first's on_next runs ``hook``.
+
+    The last ``idle`` subscribers request nothing, so no task of theirs is queued.
+    """
+    executor = ManualExecutor()
+    publisher: SubmissionPublisher[int] = SubmissionPublisher(executor, 1)
+    recorders = [
+        Recorder(initial=0 if i >= subscribers - idle else MAX, on_next_hook=hook if i == 0 else None)
+        for i in range(subscribers)
+    ]
+    for recorder in recorders:
+        publisher.subscribe(recorder)
+    executor.run_all()
+    publisher.submit(0)
+    return publisher, executor, recorders
+
+
+@pytest.mark.parametrize("raising_on_next", [False, True], ids=["drained", "on_next raised"])
+def test_a_failing_turn_notify_after_a_drain_propagates_and_leaves_the_producer_unblocked(
+    compiled: None, raising_on_next: bool
+) -> None:
+    def abort(item: int) -> None:
+        if raising_on_next:
+            raise Abort()
+
+    publisher, _, (recorder,) = full_buffers(1, abort)
+    publisher._turn = Turn(fail_at=1)  # type: ignore[assignment]
+    publisher._turn_waiters = 1  # as if a producer waited for its turn
+    with pytest.raises(RuntimeError, match=r"^no notify$") as raised:
+        publisher.submit(1)
+    if raising_on_next:  # what on_next raised is the context, as a finally: block would chain it
+        assert isinstance(raised.value.__context__, Abort) and isinstance(recorder.error, Abort)
+    else:
+        assert raised.value.__context__ is None and recorder.items == [0]
+    assert publisher._blocked == 0
+    assert_lock_free(publisher)
+
+
+def test_an_on_next_raising_base_exception_in_a_drain_propagates_and_leaves_the_producer_unblocked(
+    compiled: None,
+) -> None:
+    def abort(item: int) -> None:
+        raise Abort()
+
+    publisher, _, (recorder,) = full_buffers(1, abort)
+    with pytest.raises(Abort):
+        publisher.submit(1)
+    assert isinstance(recorder.error, Abort) and publisher._blocked == 0
+    assert_lock_free(publisher)
+
+
+def test_a_failing_turn_notify_for_a_buffer_freed_meanwhile_propagates(compiled: None) -> None:
+    # The first subscriber's on_next runs the queue, so the second's task,
+    # which frees the second buffer before the producer looks at it.
+    def run_queued(item: int) -> None:
+        if item == 0:
+            executor.run_all()
+
+    publisher, executor, (first, second) = full_buffers(2, run_queued)
+    publisher._turn = Turn(fail_at=2)  # type: ignore[assignment]
+    publisher._turn_waiters = 1
+    with pytest.raises(RuntimeError, match=r"^no notify$"):
+        publisher.submit(1)
+    assert first.items == second.items == [0] and publisher._blocked == 0
+    assert_lock_free(publisher)
+
+
+def test_a_failing_prune_after_a_drain_propagates(compiled: None) -> None:
+    def cancel_second(item: int) -> None:
+        if item == 0:
+            second.cancel()
+            executor.run_all()
+
+    publisher, executor, (first, second) = full_buffers(2, cancel_second)
+
+    def live() -> Any:
+        raise RuntimeError("no pruning")
+
+    publisher._live = live  # type: ignore[method-assign]
+    with pytest.raises(RuntimeError, match=r"^no pruning$"):
+        publisher.submit(1)
+    assert first.items == [0]
+    assert_lock_free(publisher)
+
+
+def test_the_reference_retry_gets_the_buffers_from_the_first_that_would_wait(compiled: None) -> None:
+    # The first buffer is drained from C; the second's task is not queued
+    # (nothing requested), so the reference's _retry gets just that one.
+    publisher, executor, (first, _) = full_buffers(2, idle=1)
+    seen: list[Any] = []
+
+    def retry(*args: Any) -> int:
+        seen.append(args)
+        return 1
+
+    publisher._retry = retry  # type: ignore[method-assign, assignment]
+    assert publisher.submit(1) == 1
+    assert seen == [(1, [publisher._subscriptions[1]], 1, None, None)]
+    assert first.items == [0]
+    executor.run_all()
+    publisher.close()
+
+
+# --- The compiled _publish_chunk (submit_many) --------------------------------------------------
+
+
+class ChunkSubscription:
+    """A stand-in subscription for submit_many: ``free_slots`` and ``extend`` return or raise what they are given.
+
+    ``on_extend`` runs first in each ``extend``; ``parts`` records what ``extend`` was given.
+    """
+
+    is_closed = False
+
+    def __init__(self, free: Any = 8, extended: Any = None, offered: Any = 1, on_extend: Any = None) -> None:
+        self.free, self.extended, self.offered, self.on_extend = free, extended, offered, on_extend
+        self.parts: list[list[Any]] = []
+
+    @staticmethod
+    def outcome(value: Any) -> Any:
+        if isinstance(value, BaseException):
+            raise value
+        return value
+
+    def free_slots(self) -> Any:
+        return self.outcome(self.free)
+
+    def extend(self, items: list[Any]) -> Any:
+        if self.on_extend is not None:
+            self.on_extend()
+        self.parts.append(items)
+        return self.outcome(len(items) if self.extended is None else self.extended)
+
+    def offer(self, item: Any) -> Any:
+        return self.outcome(self.offered)
+
+
+def chunk_publisher(*subscriptions: ChunkSubscription) -> SubmissionPublisher[int]:
+    publisher: SubmissionPublisher[int] = SubmissionPublisher(ManualExecutor())
+    publisher._subscriptions = subscriptions  # type: ignore[assignment]
+    return publisher
+
+
+def test_publish_chunk_of_stand_in_subscriptions_extends_each_by_the_least_room(compiled: None) -> None:
+    roomy, tight = ChunkSubscription(free=8), ChunkSubscription(free=3)
+    publisher = chunk_publisher(roomy, tight)
+    tight_free = iter([3, 0, 8])
+    tight.free_slots = lambda: next(tight_free)  # type: ignore[method-assign]
+    assert publisher.submit_many(range(5)) == 5
+    # 3 fit at once; then the tight one is full and item 3 goes the general way (offer); then item 4
+    assert roomy.parts == tight.parts == [[0, 1, 2], [4]]
+    assert_lock_free(publisher)
+
+
+@pytest.mark.parametrize(
+    ("subscription", "error", "message"),
+    [
+        (ChunkSubscription(free=RuntimeError("no room")), RuntimeError, r"^no room$"),
+        (ChunkSubscription(free="one"), TypeError, r"integer"),
+        (ChunkSubscription(extended=RuntimeError("no extend")), RuntimeError, r"^no extend$"),
+        (ChunkSubscription(extended="one"), TypeError, r"integer"),
+        (ChunkSubscription(free=0, offered=RuntimeError("no offer")), RuntimeError, r"^no offer$"),
+    ],
+    ids=["free_slots raises", "free_slots not an int", "extend raises", "extend not an int", "offer raises"],
+)
+def test_a_failing_stand_in_subscription_in_submit_many_propagates_and_releases_the_lock(
+    compiled: None, subscription: ChunkSubscription, error: type[BaseException], message: str
+) -> None:
+    publisher = chunk_publisher(subscription)
+    with pytest.raises(error, match=message):
+        publisher.submit_many(range(4))
+    assert_lock_free(publisher)
+
+
+def test_a_part_that_no_longer_fits_goes_to_offer_each(compiled: None) -> None:
+    full = ChunkSubscription(extended=0)
+    publisher = chunk_publisher(full)
+    seen: list[Any] = []
+    publisher._offer_each = lambda subscription, items: seen.append((subscription, items))  # type: ignore[method-assign]
+    assert publisher.submit_many(range(3)) == 3
+    assert seen == [(full, [0, 1, 2])]
+
+    def refuse(subscription: Any, items: Any) -> None:
+        raise RuntimeError("no offer_each")
+
+    publisher._offer_each = refuse  # type: ignore[method-assign]
+    with pytest.raises(RuntimeError, match=r"^no offer_each$"):
+        publisher.submit_many(range(3))
+    assert_lock_free(publisher)
+
+
+def test_a_closed_stand_in_is_pruned_and_a_failing_prune_propagates(compiled: None) -> None:
+    closed, staying = ChunkSubscription(extended=-1), ChunkSubscription()
+    closed.is_closed = True
+    publisher = chunk_publisher(closed, staying)
+    assert publisher.submit_many(range(2)) == 2
+    assert publisher._subscriptions == (staying,) and staying.parts == [[0, 1]]
+
+    def live() -> Any:
+        raise RuntimeError("no pruning")
+
+    publisher._subscriptions = (closed,)  # type: ignore[assignment]
+    publisher._live = live  # type: ignore[method-assign]
+    with pytest.raises(RuntimeError, match=r"^no pruning$"):
+        publisher.submit_many(range(2))
+    assert_lock_free(publisher)
+
+
+def test_submit_many_propagates_a_failing_wait_for_the_turn(compiled: None) -> None:
+    publisher = chunk_publisher(ChunkSubscription())
+    publisher._blocked = 1  # as if another producer held the turn
+
+    def wait_turn(timeout: Any) -> None:
+        raise RuntimeError("no turn")
+
+    publisher._wait_turn = wait_turn  # type: ignore[method-assign]
+    with pytest.raises(RuntimeError, match=r"^no turn$"):
+        publisher.submit_many(range(2))
+    assert_lock_free(publisher)
+
+
+def test_submit_many_propagates_a_failing_closed_error(compiled: None) -> None:
+    publisher = chunk_publisher()
+    publisher.close()
+
+    def closed_error(operation: str) -> Exception:
+        raise RuntimeError(f"no error for {operation}")
+
+    publisher._closed_error = closed_error  # type: ignore[method-assign]
+    with pytest.raises(RuntimeError, match=r"^no error for submit$"):
+        publisher.submit_many(range(2))
+    assert_lock_free(publisher)
+
+
+@pytest.mark.parametrize(
+    ("args", "error", "message"),
+    [
+        ((), TypeError, r"^_publish_chunk\(\) takes 2 arguments \(0 given\)$"),
+        (((1, 2), 2), TypeError, r"^chunk must be a list, got \(1, 2\)$"),
+        (([1, 2], "2"), TypeError, r"integer"),
+        (([1, 2], 3), ValueError, r"^_publish_chunk\(\): end must be in \[0, 2\], got 3$"),
+        (([1, 2], -1), ValueError, r"^_publish_chunk\(\): end must be in \[0, 2\], got -1$"),
+    ],
+)
+def test_publish_chunk_checks_its_arguments(compiled: None, args: Any, error: type[Exception], message: str) -> None:
+    publisher = chunk_publisher(ChunkSubscription())
+    with pytest.raises(error, match=message):
+        publisher._publish_chunk(*args)
+
+
+def test_publish_chunk_needs_a_tuple_of_subscriptions(compiled: None) -> None:
+    publisher = chunk_publisher()
+    publisher._subscriptions = [ChunkSubscription()]  # type: ignore[assignment]
+    with pytest.raises(TypeError, match=r"^_publish_chunk\(\): _subscriptions must be a tuple$"):
+        publisher.submit_many(range(2))
+    del publisher._subscriptions
+    with pytest.raises(TypeError, match=r"^_publish_chunk\(\): _subscriptions must be a tuple$"):
+        publisher.submit_many(range(2))
+    publisher._subscriptions = ()
+
+
+@pytest.mark.parametrize("free", [2, 0], ids=["then extended", "then offered"])
+def test_publish_chunk_stops_if_the_chunk_shrinks_under_it(compiled: None, free: int) -> None:
+    chunk = [1, 2, 3, 4]
+    frees = iter([2, free])
+    shrinking = ChunkSubscription(on_extend=chunk.clear)
+    shrinking.free_slots = lambda: next(frees)  # type: ignore[method-assign]
+    publisher = chunk_publisher(shrinking)
+    with pytest.raises(RuntimeError, match=r"^_publish_chunk\(\): the chunk shrank while it was published$"):
+        publisher._publish_chunk(chunk, 4)
+    assert shrinking.parts == [[1, 2]]
