@@ -713,3 +713,52 @@ def test_publish_chunk_stops_if_the_chunk_shrinks_under_it(compiled: None, free:
     with pytest.raises(RuntimeError, match=r"^_publish_chunk\(\): the chunk shrank while it was published$"):
         publisher._publish_chunk(chunk, 4)
     assert shrinking.parts == [[1, 2]]
+
+
+def test_submit_many_over_subscriptions_of_either_core_under_either() -> None:
+    executor = ManualExecutor()
+    publishers: list[SubmissionPublisher[int]] = []
+    recorders = [Recorder(initial=MAX) for _ in range(4)]
+    for publisher_core, subscription_cores in (("c", ("python", "c")), ("python", ("c", "python"))):
+        with _impl.using(publisher_core):  # type: ignore[arg-type]
+            publisher: SubmissionPublisher[int] = SubmissionPublisher(executor, 4)
+        for core in subscription_cores:
+            with _impl.using(core):  # type: ignore[arg-type]
+                publisher.subscribe(recorders[len(publishers) * 2 + subscription_cores.index(core)])
+        publishers.append(publisher)
+    executor.run_all()
+    for publisher_core, publisher in zip(("c", "python"), publishers, strict=True):
+        with _impl.using(publisher_core):  # type: ignore[arg-type]
+            assert publisher.submit_many(range(10)) == 10  # fits, then full: extend, then offer and wait
+        executor.run_all()
+        publisher.close()
+    executor.run_all()
+    for recorder in recorders:
+        assert recorder.items == list(range(10)) and recorder.completed and recorder.violations == []
+
+
+def test_extend_takes_only_a_list(compiled: None) -> None:
+    publisher: SubmissionPublisher[int] = SubmissionPublisher(ManualExecutor())
+    publisher.subscribe(Recorder())
+    (subscription,) = publisher._subscriptions
+    with pytest.raises(TypeError, match=r"^items must be a list, got \(1, 2\)$"):
+        subscription.extend((1, 2))  # type: ignore[arg-type]
+    publisher.close()
+
+
+def test_an_executor_raising_base_exception_in_submit_many_propagates_and_releases_the_lock(compiled: None) -> None:
+    accepted: list[Any] = []
+
+    def execute(task: Any) -> None:
+        if len(accepted) == 1:
+            raise Abort()
+        accepted.append(task)
+
+    publisher: SubmissionPublisher[int] = SubmissionPublisher(execute)
+    recorder = Recorder(initial=MAX)
+    publisher.subscribe(recorder)
+    accepted[0]()
+    with pytest.raises(Abort):
+        publisher.submit_many(range(3))  # the consumer task must start for the chunk: the executor raises
+    assert recorder.items == [] and isinstance(recorder.error, Abort)
+    assert_lock_free(publisher)
