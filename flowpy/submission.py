@@ -241,6 +241,8 @@ class SubmissionPublisher(PublisherCore, Publisher[T], Generic[T]):
                         if not subscription._running and subscription._demand:
                             subscription._start_on_offer()
                         return n + 1
+            if subscriptions and not self._blocked:  # _publish_locked, less its checks made here
+                return self._publish_to(item, subscriptions, None, None)
             return self._publish_locked(item, None, None)
         finally:
             lock.release()
@@ -409,12 +411,27 @@ class SubmissionPublisher(PublisherCore, Publisher[T], Generic[T]):
 
     def _publish_locked(self, item: T, timeout: float | None, on_drop: DropHandler[T] | None) -> int:
         """The body of :meth:`_publish`, for an ``item`` that is not ``None``. Caller holds self._lock."""
-        self._wait_turn(timeout)
+        if self._blocked:
+            self._wait_turn(timeout)
         subscriptions = self._subscriptions
         if not subscriptions:
             if self._closed:
                 raise self._closed_error(_operation(timeout))
             return 0
+        return self._publish_to(item, subscriptions, timeout, on_drop)
+
+    def _publish_to(
+        self,
+        item: T,
+        subscriptions: tuple[BufferedSubscription[T], ...],
+        timeout: float | None,
+        on_drop: DropHandler[T] | None,
+    ) -> int:
+        """Offer ``item`` to each of ``subscriptions``; wait, retry and drop for the full ones.
+
+        The rest of :meth:`_publish_locked`, once no producer holds the turn
+        and there are subscriptions. Caller holds self._lock.
+        """
         lag = 0
         saturated: list[BufferedSubscription[T]] | None = None
         for subscription in subscriptions:
