@@ -405,7 +405,10 @@ class Abort(BaseException):
     """Not an Exception: what an executor's refusal may be (say, KeyboardInterrupt)."""
 
 
-def test_an_executor_raising_base_exception_in_submit_propagates_and_releases_the_lock(compiled: None) -> None:
+@pytest.mark.parametrize("many", [False, True], ids=["submit", "submit_many"])
+def test_an_executor_raising_base_exception_in_submit_propagates_and_releases_the_lock(
+    compiled: None, many: bool
+) -> None:
     accepted: list[Any] = []
 
     def execute(task: Any) -> None:
@@ -417,8 +420,11 @@ def test_an_executor_raising_base_exception_in_submit_propagates_and_releases_th
     recorder = Recorder(initial=MAX)
     publisher.subscribe(recorder)
     accepted[0]()  # on_subscribe, and the request that goes idle with nothing buffered
-    with pytest.raises(Abort):
-        publisher.submit(1)  # the consumer task must start: the executor raises
+    with pytest.raises(Abort):  # the consumer task must start: the executor raises
+        if many:
+            publisher.submit_many(range(3))
+        else:
+            publisher.submit(1)
     assert recorder.items == [] and isinstance(recorder.error, Abort)
     assert_lock_free(publisher)
 
@@ -744,21 +750,3 @@ def test_extend_takes_only_a_list(compiled: None) -> None:
     with pytest.raises(TypeError, match=r"^items must be a list, got \(1, 2\)$"):
         subscription.extend((1, 2))  # type: ignore[arg-type]
     publisher.close()
-
-
-def test_an_executor_raising_base_exception_in_submit_many_propagates_and_releases_the_lock(compiled: None) -> None:
-    accepted: list[Any] = []
-
-    def execute(task: Any) -> None:
-        if len(accepted) == 1:
-            raise Abort()
-        accepted.append(task)
-
-    publisher: SubmissionPublisher[int] = SubmissionPublisher(execute)
-    recorder = Recorder(initial=MAX)
-    publisher.subscribe(recorder)
-    accepted[0]()
-    with pytest.raises(Abort):
-        publisher.submit_many(range(3))  # the consumer task must start for the chunk: the executor raises
-    assert recorder.items == [] and isinstance(recorder.error, Abort)
-    assert_lock_free(publisher)
