@@ -750,3 +750,90 @@ def test_extend_takes_only_a_list(compiled: None) -> None:
     with pytest.raises(TypeError, match=r"^items must be a list, got \(1, 2\)$"):
         subscription.extend((1, 2))  # type: ignore[arg-type]
     publisher.close()
+
+
+# --- Allocation failures, injected one at a time ------------------------------------------------
+
+
+def fail_each_allocation(setup: Any, operation: Any, check: Any, allocations: int = 300) -> int:
+    """Run ``operation(setup())`` once for each of its first ``allocations`` allocations, making just that one fail.
+
+    Each run either succeeds (a failure that was handled, say in a
+    subscriber, or past the operation's last allocation) or raises
+    ``MemoryError``; ``check(state)`` then holds. Returns how many runs raised.
+    """
+    testcapi = pytest.importorskip("_testcapi")
+    if not hasattr(testcapi, "set_nomemory"):
+        pytest.skip("_testcapi.set_nomemory is not available")
+    raised = 0
+    for n in range(allocations):
+        state = setup()
+        testcapi.set_nomemory(n, n + 1)
+        try:
+            operation(state)
+        except MemoryError:
+            raised += 1
+        finally:
+            testcapi.remove_mem_hooks()
+        check(state)
+    return raised
+
+
+def test_a_drain_from_c_that_cannot_allocate_raises_memory_error_and_leaves_the_producer_unblocked(
+    compiled: None,
+) -> None:
+    def setup() -> Any:
+        publisher = full_buffers(2, idle=1)[0]
+        publisher._retry = lambda *args: 1  # type: ignore[method-assign, assignment]
+        return publisher
+
+    def check(publisher: Any) -> None:
+        assert publisher._blocked == 0 and not publisher._lock._is_owned()
+
+    assert fail_each_allocation(setup, lambda publisher: publisher.submit(1), check) > 0
+
+
+def test_a_chunk_that_cannot_allocate_raises_memory_error_and_releases_the_lock(compiled: None) -> None:
+    def setup() -> Any:
+        executor = ManualExecutor()
+        publisher: SubmissionPublisher[int] = SubmissionPublisher(executor, 64)
+        publisher.subscribe(Recorder(initial=MAX))  # compiled
+        with _impl.using("python"):
+            publisher.subscribe(Recorder(initial=MAX))  # pure Python: extended through a slice
+        executor.run_all()
+        full = ChunkSubscription(extended=0)
+        publisher._subscriptions = (*publisher._subscriptions, full)
+        publisher._offer_each = lambda subscription, items: None  # type: ignore[method-assign]
+        return publisher
+
+    def check(publisher: Any) -> None:
+        assert not publisher._lock._is_owned()
+
+    assert fail_each_allocation(setup, lambda publisher: publisher.submit_many(range(40)), check) > 0
+
+
+def test_an_executor_raising_base_exception_after_a_drain_from_c_propagates(compiled: None) -> None:
+    # The producer drains the full buffer; meanwhile the queued task runs and
+    # finds nothing to do, so the next item's task must be handed over anew.
+    refusing = False
+
+    def execute(task: Any) -> None:
+        if refusing:
+            raise Abort()
+        executor.execute(task)
+
+    def run_queued_then_refuse(item: int) -> None:
+        nonlocal refusing
+        executor.run_all()
+        refusing = True
+
+    executor = ManualExecutor()
+    publisher: SubmissionPublisher[int] = SubmissionPublisher(execute, 1)
+    recorder = Recorder(initial=MAX, on_next_hook=run_queued_then_refuse)
+    publisher.subscribe(recorder)
+    executor.run_all()
+    publisher.submit(0)  # buffered; its task queued
+    with pytest.raises(Abort):
+        publisher.submit(1)
+    assert recorder.items == [0] and isinstance(recorder.error, Abort) and publisher._blocked == 0
+    assert_lock_free(publisher)
