@@ -39,8 +39,9 @@ class PythonPublisherCore:
     """The base of :class:`~flowpy.submission.SubmissionPublisher` without the compiled core: nothing.
 
     The compiled ``PublisherCore`` holds the state that the compiled
-    ``submit`` reads (``_lock``, ``_subscriptions``, ``_blocked``,
-    ``_closed``, ``_turn``, ``_turn_waiters``) in slots; here they are plain attributes.
+    ``submit`` reads (``_lock``, ``_subscriptions``, ``_turn``,
+    ``_turn_waiters``, ``_blocked``, ``_closed``) in slots; here they are
+    plain attributes.
     """
 
     __slots__ = ()

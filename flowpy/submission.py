@@ -84,14 +84,13 @@ DropHandler = Callable[[Subscriber[T], T], bool]
 #
 # With the compiled core, the base class PublisherCore (flowpy/_cbuffered.c)
 # holds _lock, _subscriptions, _turn, _turn_waiters, _blocked and _closed in
-# slots, and submit is its C method (select_core, at the end): it publishes
-# an item that needs no Python code (every buffer has room, no task to
-# start) without taking the lock, offers to each subscription from C
-# otherwise, and calls this class's
-# _publish, _publish_locked, _live and _retry exactly where submit and
-# _publish_locked below take those paths; a full buffer whose task this
-# thread can run at once is drained from C, as _retry would. _publish_chunk
-# (submit_many) is compiled too. The methods below are the reference.
+# slots, and submit and _publish_chunk are its C methods (select_core, at
+# the end). submit publishes an item that needs no Python code (every buffer
+# has room, no task to start) without taking the lock, offers to each
+# subscription from C otherwise, and drains from C a full buffer whose task
+# this thread can run at once, as _retry would; it calls this class's
+# _publish, _publish_locked, _retry and _live exactly where the methods
+# below take the other paths. The methods below are the reference.
 
 
 _CONTENDED_YIELDS: Final = 16
@@ -714,8 +713,8 @@ _new_producer_lock: Callable[[], threading.RLock] = threading.RLock
 def select_core(name: str) -> None:
     """Use the producer path of core ``name`` (``"c"`` or ``"python"``) from now on.
 
-    ``submit`` and ``_publish_chunk`` are switched for every publisher; publishers built from now on
-    get that core's producer lock. The subscriptions are chosen by
+    ``submit`` and ``_publish_chunk`` are switched for every publisher;
+    publishers built from now on get that core's producer lock. The subscriptions are chosen by
     ``BufferedSubscription`` here. Called once at import and by
     :func:`flowpy._impl.using`.
     """
