@@ -21,7 +21,7 @@ from typing import TypeVar
 
 from flowpy.flow import Subscriber, Subscription
 
-__all__ = ["call_subscription", "report", "reraise_fatal", "signal_subscribe", "signal_terminal"]
+__all__ = ["call_subscription", "chain_fatal", "report", "reraise_fatal", "signal_subscribe", "signal_terminal"]
 
 T = TypeVar("T")
 
@@ -48,6 +48,31 @@ def reraise_fatal(error: BaseException) -> None:
     """
     if not isinstance(error, Exception):
         raise error
+
+
+def chain_fatal(earlier: BaseException | None, later: BaseException) -> BaseException:
+    """What to re-raise when ``later`` is raised while ``earlier`` waits to be: ``later``, chained to ``earlier``.
+
+    As in a ``finally:`` block, the later exception propagates and the
+    earlier one becomes the end of its ``__context__`` chain, so a second
+    ``KeyboardInterrupt`` in one delivery pass is neither lost nor hides the
+    first: both show in the traceback. Nothing is chained twice, and no
+    cycle is made.
+    """
+    if earlier is None or earlier is later:
+        return later
+    seen: BaseException | None = earlier
+    while seen is not None:  # later already in earlier's chain: keep that chain
+        if seen is later:
+            return earlier
+        seen = seen.__context__
+    tail = later
+    while tail.__context__ is not None:
+        if tail.__context__ is earlier:
+            return later
+        tail = tail.__context__
+    tail.__context__ = earlier
+    return later
 
 
 def signal_subscribe(subscriber: Subscriber[T], subscription: Subscription) -> bool:

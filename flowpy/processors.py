@@ -26,7 +26,14 @@ from flowpy._context import bind, capture
 from flowpy._core.serial import SerialDrain
 from flowpy._core.upstream import UpstreamSlot
 from flowpy._demand import add_demand, check_request, replenish_limit, unfilled_demand
-from flowpy._signals import call_subscription, report, reraise_fatal, signal_subscribe, signal_terminal
+from flowpy._signals import (
+    call_subscription,
+    chain_fatal,
+    report,
+    reraise_fatal,
+    signal_subscribe,
+    signal_terminal,
+)
 from flowpy.errors import ClosedPublisherError, MissingBackpressureError
 from flowpy.executors import DEFAULT, Default, Executor
 from flowpy.flow import Processor, Subscriber, Subscription, default_buffer_size
@@ -369,7 +376,8 @@ class MulticastProcessor(Processor[T, T]):
         A subscriber whose ``on_next`` raises is cancelled and the error
         reported (rule 2.13); the others go on. A raised ``BaseException``
         that is not an ``Exception`` ends the processor and is re-raised at
-        the end of the pass. ``done`` was read before the queue is checked
+        the end of the pass; a later one in the same pass is re-raised
+        instead, chained to it (:func:`~flowpy._signals.chain_fatal`). ``done`` was read before the queue is checked
         for emptiness: every item precedes the terminal signal, so
         done-then-empty means nothing is left.
         """
@@ -404,8 +412,8 @@ class MulticastProcessor(Processor[T, T]):
                     except BaseException as exc:
                         subscription.cancel()
                         report(exc, f"on_next of {subscription.subscriber!r} raised (rule 2.13)")
-                        if fatal is None and not isinstance(exc, Exception):
-                            fatal = exc
+                        if not isinstance(exc, Exception):
+                            fatal = chain_fatal(fatal, exc)
                 emitted += 1
                 consumed += 1
                 if consumed == limit:
@@ -446,7 +454,7 @@ class MulticastProcessor(Processor[T, T]):
             try:
                 subscription.signal_terminal(error)
             except BaseException as exc:  # not an Exception: the others still get their signal
-                fatal = fatal or exc
+                fatal = chain_fatal(fatal, exc)
         if fatal is not None:
             raise fatal
 

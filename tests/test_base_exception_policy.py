@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from flowpy import operators as ops
+from flowpy._signals import chain_fatal
 from flowpy.executors import direct_executor
 from flowpy.processors import MulticastProcessor, TransformProcessor
 from flowpy.sources import IterablePublisher, RangePublisher
@@ -170,3 +171,50 @@ def test_consume_fn_raising_keyboard_interrupt_fails_the_future_cancels_and_prop
         future = consume(spy, _interrupt)
     assert future is None  # consume() itself was interrupted, on this thread
     assert spy.subscription.cancelled.is_set()
+
+
+def test_multicast_two_subscribers_raising_keyboard_interrupt_in_one_pass_lose_neither() -> None:
+    first_interrupt, second_interrupt = KeyboardInterrupt("first"), KeyboardInterrupt("second")
+
+    def raising(error: KeyboardInterrupt) -> Any:
+        def on_next(item: int) -> None:
+            raise error
+
+        return on_next
+
+    processor: MulticastProcessor[int] = MulticastProcessor(prefetch=4)
+    first = Recorder(initial=10, on_next_hook=raising(first_interrupt))
+    second = Recorder(initial=10, on_next_hook=raising(second_interrupt))
+    other = Recorder(initial=10)
+    for recorder in (first, other, second):
+        processor.subscribe(recorder)
+    with pytest.raises(KeyboardInterrupt) as raised:
+        RangePublisher(0, 5).subscribe(processor)
+    # The later one propagates, chained to the earlier, as from a finally: block.
+    assert raised.value is second_interrupt and second_interrupt.__context__ is first_interrupt
+    assert isinstance(other.error, KeyboardInterrupt) and other.items == [0]
+
+
+@pytest.mark.parametrize(
+    ("earlier", "later", "expected", "context"),
+    [(None, "b", "b", None), ("a", "a", "a", None), ("a", "b", "b", "a")],
+    ids=["none earlier", "the same", "two"],
+)
+def test_chain_fatal_re_raises_the_later_chained_to_the_earlier(
+    earlier: str | None, later: str, expected: str, context: str | None
+) -> None:
+    errors = {"a": KeyboardInterrupt("a"), "b": KeyboardInterrupt("b")}
+    result = chain_fatal(errors[earlier] if earlier else None, errors[later])
+    assert result is errors[expected]
+    assert result.__context__ is (errors[context] if context else None)
+
+
+def test_chain_fatal_keeps_an_existing_chain_and_makes_no_cycle() -> None:
+    root, earlier = KeyboardInterrupt("root"), KeyboardInterrupt("earlier")
+    later = KeyboardInterrupt("later")
+    later.__context__ = root  # raised while the user's code handled root
+    assert chain_fatal(earlier, later) is later
+    assert later.__context__ is root and root.__context__ is earlier  # earlier at the end of the chain
+    assert chain_fatal(earlier, later) is later and earlier.__context__ is None  # already chained: unchanged
+    assert chain_fatal(later, earlier) is later  # earlier already in later's chain: no cycle
+    assert earlier.__context__ is None

@@ -690,15 +690,24 @@ def _check(
         else:
             problems.append(f"flowpy logged an error it could not signal: {entry.getMessage()}")
     surfaced: set[int] = set()
+
+    def surface(error: BaseException) -> bool:
+        """Mark ``error`` and the interrupts in its ``__context__`` chain seen; whether it is one."""
+        chained: BaseException | None = error.__context__
+        while chained is not None:  # a later interrupt in one pass propagates chained to the earlier
+            if id(chained) in interrupts:
+                surfaced.add(id(chained))
+            chained = chained.__context__
+        if id(error) in interrupts:
+            surfaced.add(id(error))
+            return True
+        return False
+
     for record in records:
-        if id(record.error) in interrupts:
-            surfaced.add(id(record.error))
-        else:
+        if not surface(record.error):
             problems.append(f"unexpected {record.describe()}")
     for name, exc, formatted in state.caught:
-        if id(exc) in interrupts:
-            surfaced.add(id(exc))
-        else:
+        if not surface(exc):
             problems.append(f"thread {name} raised {exc!r}\n{formatted}")
     for key, probe in interrupts.items():
         if key not in surfaced:
