@@ -139,6 +139,7 @@ class DemandDrain(Subscription, ABC):
     __slots__ = (
         "__weakref__",
         "_broken",
+        "_deferred",
         "_failure",
         "_lock",
         "_ready",
@@ -165,6 +166,8 @@ class DemandDrain(Subscription, ABC):
         self._lock = threading.Lock()
         self._requested = 0  # unfilled downstream demand; MAX_DEMAND is unbounded
         self._failure: BaseException | None = None  # the first failure; never replaced
+        # The executor's refusal while the downstream's on_subscribe ran; _release() signals it.
+        self._deferred: BaseException | None = None
 
     def fail(self, error: BaseException) -> None:
         """Record ``error`` unless a failure is already recorded, and let the drain signal it."""
@@ -194,8 +197,16 @@ class DemandDrain(Subscription, ABC):
             self._signal()
 
     def _release(self) -> None:
-        """Allow delivery (the downstream's ``on_subscribe`` has returned) and run a pass."""
-        self._ready = True
+        """Allow delivery (the downstream's ``on_subscribe`` has returned) and run a pass.
+
+        If the executor refused a task meanwhile, signal its exception now instead.
+        """
+        with self._lock:
+            self._ready = True
+            deferred, self._deferred = self._deferred, None
+        if deferred is not None:
+            self._signal_downstream_error(deferred)
+            return
         self._signal()
 
     def _pass(self, first: bool) -> bool:
@@ -238,12 +249,19 @@ class DemandDrain(Subscription, ABC):
     def _rejected(self, error: BaseException) -> None:
         # The executor refused the drain task: this thread owns the loop for
         # good, so no pass runs again. The downstream is told, unless it has
-        # cancelled or had its terminal signal (rule 1.8).
+        # cancelled or had its terminal signal (rule 1.8); if its on_subscribe
+        # has not returned yet (a request from inside it, or an upstream
+        # item on another thread), _release() tells it then (rule 1.3).
         ended = self.cancelled
         self.cancelled = True
         self._cancel_upstream()
-        if not ended:
-            self._signal_downstream_error(error)
+        if ended:
+            return
+        with self._lock:
+            if not self._ready:
+                self._deferred = error
+                return
+        self._signal_downstream_error(error)
 
     def _produced(self, emitted: int, requested: int) -> None:
         """Count ``emitted`` as delivered; subtract it from the demand, which was ``requested`` when the pass began."""

@@ -9,7 +9,8 @@ Threading:  ``on_subscribe`` reaches the subscriber on the thread that
             subscribed; every later signal runs on the executor, one drain
             task at a time (rule 1.3). If the executor refuses a task, the
             source is cancelled and the subscriber gets the executor's
-            exception through ``on_error``.
+            exception through ``on_error``, after its ``on_subscribe`` has
+            returned.
 """
 
 from __future__ import annotations

@@ -99,6 +99,17 @@ def test_observe_on_executor_refusal_signals_its_exception() -> None:
     assert str(recorder.error) == "executor refused the task"
 
 
+def test_a_refusal_while_on_subscribe_runs_is_signalled_after_it_returns() -> None:
+    # The request made inside on_subscribe hands the first drain task to
+    # the executor, which refuses it: on_error must wait for on_subscribe
+    # to return, not run inside it (rule 1.3).
+    recorder = Recorder(initial=1)
+    operators.observe_on(just(1, 2), RejectingExecutor(0)).subscribe(recorder)
+    assert recorder.kinds() == ["on_subscribe", "on_error"]
+    assert str(recorder.error) == "executor refused the task"
+    assert recorder.violations == []
+
+
 def test_observe_on_cancel_stops_delivery_and_cancels_upstream() -> None:
     spy = Spy(RangePublisher(0, 1000))
     executor = ManualExecutor()
