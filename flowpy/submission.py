@@ -325,8 +325,8 @@ class SubmissionPublisher(PublisherCore, Publisher[T], Generic[T]):
         for item in items:
             status = subscription.offer(item)
             if status == 0:
-                status = self._retry(item, [subscription], 0, None, None)
-            if status < 0:
+                self._retry(item, [subscription], 0, None, None)
+            elif status < 0:  # closed: the rest of the part goes nowhere, as each submit's would
                 self._subscriptions = self._live()
                 return
 

@@ -206,3 +206,21 @@ def test_a_chunk_that_no_longer_fits_a_buffer_goes_in_item_by_item_and_nothing_i
     assert first.items == [0, 1, 2, 3, -1]  # the chunk was in its buffer before on_next(0) ran
     assert second.items == [-1, 0, 1, 2, 3]
     assert first.completed and second.completed and first.violations == second.violations == []
+
+
+def test_offer_each_into_a_closed_subscription_prunes_it_and_drops_the_rest() -> None:
+    executor = ManualExecutor()
+    publisher: SubmissionPublisher[int] = SubmissionPublisher(executor, 4)
+    leaving, staying = Recorder(initial=MAX), Recorder(initial=MAX)
+    publisher.subscribe(leaving)
+    publisher.subscribe(staying)
+    executor.run_all()
+    closed = publisher._subscriptions[0]
+    leaving.cancel()
+    executor.run_all()
+    assert closed.is_closed and closed in publisher._subscriptions  # closed, not yet pruned
+    with publisher._lock:
+        publisher._offer_each(closed, [1, 2, 3])
+    assert len(publisher._subscriptions) == 1 and closed not in publisher._subscriptions
+    assert leaving.items == []
+    publisher.close()
