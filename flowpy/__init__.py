@@ -28,7 +28,8 @@ from flowpy.errors import (
 )
 from flowpy.executors import default_executor, direct_executor
 from flowpy.flow import Processor, Publisher, Subscriber, Subscription, default_buffer_size
-from flowpy.flowable import ConnectableFlowable, Flowable
+from flowpy.flowable import ConnectableFlowable, Flowable, GroupedFlowable
+from flowpy.parallel import ParallelFlowable
 from flowpy.processors import MulticastProcessor, TransformProcessor
 from flowpy.schedulers import Scheduler, TimerScheduler, default_scheduler
 from flowpy.sources import IterablePublisher, RangePublisher
@@ -42,10 +43,12 @@ __all__ = [
     "DuplicateSubscriptionError",
     "FlowAdapters",
     "Flowable",
+    "GroupedFlowable",
     "IterablePublisher",
     "LambdaSubscriber",
     "MissingBackpressureError",
     "MulticastProcessor",
+    "ParallelFlowable",
     "Processor",
     "Publisher",
     "RangePublisher",

@@ -17,7 +17,7 @@ delivers the upstream's items.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Iterable
+from collections.abc import AsyncIterator, Callable, Hashable, Iterable
 from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
 
@@ -27,18 +27,21 @@ from flowpy._core.sentinels import NO_INITIAL
 from flowpy._demand import MAX_DEMAND
 from flowpy.executors import DEFAULT, Default, Executor
 from flowpy.flow import Publisher, Subscriber, default_buffer_size
-from flowpy.operators import BackpressureStrategy, ConnectablePublisher, OverflowPolicy
+from flowpy.operators import BackpressureStrategy, ConnectablePublisher, GroupedPublisher, OverflowPolicy
 from flowpy.subscribers import BlockingIterator, LambdaSubscriber
 from flowpy.testing import TestSubscriber
 
 if TYPE_CHECKING:
     from flowpy.interop.asyncio import PublisherAsyncIterator
+    from flowpy.parallel import ParallelFlowable
 
-__all__ = ["ConnectableFlowable", "Flowable"]
+__all__ = ["ConnectableFlowable", "Flowable", "GroupedFlowable"]
 
 T = TypeVar("T")
 T_co = TypeVar("T_co", covariant=True)
 R = TypeVar("R")
+K = TypeVar("K", bound=Hashable)
+V = TypeVar("V")
 
 
 class Flowable(Publisher[T_co]):
@@ -265,6 +268,39 @@ class Flowable(Publisher[T_co]):
         """A multicast flowable that starts with its first subscriber (see :func:`flowpy.operators.share`)."""
         return ConnectableFlowable(operators.share(self._publisher, prefetch))
 
+    # --- Grouping, sharing, parallel ---------------------------------------------
+
+    @overload
+    def group_by(
+        self, key_fn: Callable[[T_co], K], value_fn: None = None, *, prefetch: int = 256
+    ) -> Flowable[GroupedFlowable[K, T_co]]: ...
+
+    @overload
+    def group_by(
+        self, key_fn: Callable[[T_co], K], value_fn: Callable[[T_co], V], *, prefetch: int = 256
+    ) -> Flowable[GroupedFlowable[K, V]]: ...
+
+    def group_by(
+        self, key_fn: Callable[[T_co], K], value_fn: Callable[[T_co], Any] | None = None, *, prefetch: int = 256
+    ) -> Flowable[GroupedFlowable[K, Any]]:
+        """Split into one :class:`GroupedFlowable` per key (see :func:`flowpy.operators.group_by`)."""
+        groups = operators.group_by(self._publisher, key_fn, value_fn, prefetch=prefetch)
+        return Flowable(operators.map(groups, GroupedFlowable))
+
+    def replay(self, buffer_size: int | None = None) -> ConnectableFlowable[T_co]:
+        """A multicast flowable that starts on ``connect()`` and replays (see :func:`flowpy.operators.replay`)."""
+        return ConnectableFlowable(operators.replay(self._publisher, buffer_size))
+
+    def cache(self) -> Flowable[T_co]:
+        """Subscribe once, keep every item, replay them to every subscriber (see :func:`flowpy.operators.cache`)."""
+        return Flowable(operators.cache(self._publisher))
+
+    def parallel(self, rails: int | None = None, prefetch: int = 256) -> ParallelFlowable[T_co]:
+        """Deal the items out to ``rails`` rails (CPUs when ``None``; see :func:`flowpy.operators.parallel`)."""
+        from flowpy.parallel import ParallelFlowable  # parallel builds on this module
+
+        return ParallelFlowable(operators.parallel(self._publisher, rails, prefetch))
+
     # --- Terminals ----------------------------------------------------------
 
     def to_list(self) -> Future[list[T_co]]:
@@ -335,3 +371,29 @@ class ConnectableFlowable(Flowable[T_co], Generic[T_co]):
     def connect(self) -> None:
         """Subscribe the shared source; later calls do nothing (see :func:`flowpy.operators.publish`)."""
         self._publisher.connect()
+
+
+# --- Grouping, sharing, parallel ---------------------------------------------------
+
+
+class GroupedFlowable(Flowable[T_co], Generic[K, T_co]):
+    """One group of :meth:`Flowable.group_by`: the items whose key is :attr:`key`, for one subscriber.
+
+    Subscribe inside the ``on_next`` that delivers the group (``flat_map``
+    does), or it is abandoned (see :func:`flowpy.operators.group_by`).
+    """
+
+    __slots__ = ()
+
+    _publisher: GroupedPublisher[K, T_co]
+
+    def __init__(self, group: GroupedPublisher[K, T_co]) -> None:
+        super().__init__(group)
+
+    @property
+    def key(self) -> K:
+        """The key that all the group's items share."""
+        return self._publisher.key
+
+    def __repr__(self) -> str:
+        return f"GroupedFlowable(key={self.key!r})"

@@ -12,6 +12,13 @@ applied to one another run as one stage, on the thread that delivers the
 upstream's signals, with no queue between them. ``observe_on``,
 ``subscribe_on``, ``merge``, ``concat``, ``zip``, ``flat_map``, ``buffer`` and
 the backpressure operators are stages of their own.
+
+Grouping, sharing, parallel: ``group_by`` splits a stream into one
+:class:`GroupedPublisher` per key; ``replay`` and ``cache`` share one
+upstream and replay its items to late subscribers; ``parallel`` deals a
+stream out to the rails of a :class:`ParallelPublisher` and ``sequential``
+merges them back (:class:`flowpy.parallel.ParallelFlowable` is the fluent
+form).
 """
 
 from flowpy.operators._backpressure import (
@@ -26,10 +33,13 @@ from flowpy.operators._backpressure import (
 )
 from flowpy.operators._buffer import buffer
 from flowpy.operators._filter import filter_ as filter
+from flowpy.operators._group_by import GroupedPublisher, group_by
 from flowpy.operators._map import map_ as map
 from flowpy.operators._map import scan
 from flowpy.operators._merge import concat, flat_map, merge
 from flowpy.operators._observe_on import observe_on
+from flowpy.operators._parallel import ParallelPublisher, parallel, sequential
+from flowpy.operators._replay import cache, replay
 from flowpy.operators._share import ConnectablePublisher, publish, share
 from flowpy.operators._subscribe_on import subscribe_on
 from flowpy.operators._take import skip, take, take_while
@@ -40,12 +50,16 @@ __all__ = [
     "BackpressureStrategy",
     "ConnectablePublisher",
     "DropHandler",
+    "GroupedPublisher",
     "OverflowPolicy",
+    "ParallelPublisher",
     "blocking_iter",
     "buffer",
+    "cache",
     "concat",
     "filter",
     "flat_map",
+    "group_by",
     "map",
     "merge",
     "observe_on",
@@ -54,9 +68,12 @@ __all__ = [
     "on_backpressure_drop",
     "on_backpressure_error",
     "on_backpressure_latest",
+    "parallel",
     "publish",
     "reduce",
+    "replay",
     "scan",
+    "sequential",
     "share",
     "skip",
     "subscribe",

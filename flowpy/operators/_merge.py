@@ -91,10 +91,14 @@ class _Coordinator(DemandDrain, Generic[T]):
 
     def add(self, publisher: Publisher[T]) -> None:
         """Subscribe to ``publisher`` as a new inner."""
-        inner = QueueSubscriber(self, self.prefetch, "inner publisher")
+        publisher.subscribe(self.inner("inner publisher"))
+
+    def inner(self, name: str) -> QueueSubscriber:
+        """A new inner, not yet subscribed to anything; ``name`` is what its overflow error calls its source."""
+        inner = QueueSubscriber(self, self.prefetch, name)
         with self._lock:
             self._inners.append(inner)
-        publisher.subscribe(inner)
+        return inner
 
     def outer_complete(self) -> None:
         """Say that no inner publisher will be added any more."""

@@ -3,7 +3,9 @@
 Both put a :class:`~flowpy.processors.MulticastProcessor` between the source
 and the subscribers: every subscriber receives the same items in the same
 order, and the slowest one paces the source (the processor requests
-``prefetch`` items ahead and never more).
+``prefetch`` items ahead and never more). :class:`ConnectablePublisher`
+holds any such processor: ``replay`` and ``cache``
+(:mod:`flowpy.operators._replay`) put theirs in it too.
 
 Threading:  see :class:`~flowpy.processors.MulticastProcessor`: signals run
             on the thread that made progress possible, one at a time.
@@ -15,7 +17,7 @@ import threading
 from typing import Generic, TypeVar
 
 from flowpy._checks import require_positive_int, require_publisher, require_subscriber
-from flowpy.flow import Publisher, Subscriber
+from flowpy.flow import Processor, Publisher, Subscriber
 from flowpy.processors import MulticastProcessor
 
 __all__ = ["ConnectablePublisher", "publish", "share"]
@@ -27,14 +29,18 @@ class ConnectablePublisher(Publisher[T], Generic[T]):
     """A multicast publisher that subscribes to its source only on :meth:`connect`.
 
     Subscribe everyone first, then connect: nobody misses an item. With
-    ``auto_connect``, the first ``subscribe`` connects.
+    ``auto_connect``, the first ``subscribe`` connects. Subscribers are
+    attached to ``processor``, which :meth:`connect` subscribes to
+    ``source``: a :class:`~flowpy.processors.MulticastProcessor` for
+    :func:`publish` and :func:`share`, a replaying one for ``replay`` and
+    ``cache``.
     """
 
     __slots__ = ("_auto_connect", "_connected", "_lock", "_processor", "_source")
 
-    def __init__(self, source: Publisher[T], prefetch: int, *, auto_connect: bool = False) -> None:
+    def __init__(self, source: Publisher[T], processor: Processor[T, T], *, auto_connect: bool = False) -> None:
         self._source = source
-        self._processor: MulticastProcessor[T] = MulticastProcessor(prefetch)
+        self._processor = processor
         self._auto_connect = auto_connect
         self._lock = threading.Lock()
         self._connected = False  # guarded by self._lock; set once
@@ -90,7 +96,7 @@ def publish(source: Publisher[T], prefetch: int = 256) -> ConnectablePublisher[T
     """
     require_publisher(source, "source")
     require_positive_int(prefetch, "prefetch")
-    return ConnectablePublisher(source, prefetch)
+    return ConnectablePublisher(source, MulticastProcessor(prefetch))
 
 
 def share(source: Publisher[T], prefetch: int = 256) -> ConnectablePublisher[T]:
@@ -105,4 +111,4 @@ def share(source: Publisher[T], prefetch: int = 256) -> ConnectablePublisher[T]:
     """
     require_publisher(source, "source")
     require_positive_int(prefetch, "prefetch")
-    return ConnectablePublisher(source, prefetch, auto_connect=True)
+    return ConnectablePublisher(source, MulticastProcessor(prefetch), auto_connect=True)
