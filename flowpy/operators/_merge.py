@@ -19,6 +19,7 @@ Threading:  items go downstream from a drain loop that runs on whichever
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, Generic, TypeVar
 
@@ -42,11 +43,23 @@ T_co = TypeVar("T_co", covariant=True)
 # Implementation overview
 #
 # _Coordinator is the downstream's subscription and owns the drain loop
-# (DemandDrain). Inners (QueueSubscriber) are added by the thread that
-# subscribes them (the outer's on_next for flat_map, the drain itself for
-# merge/concat) under self._lock, and removed only by the drain. Each inner
-# appends to its own deque on its publisher's thread and signals the drain;
-# only the drain polls, which replenishes 75 % of prefetch at a time.
+# (DemandDrain). Inners (_Inner, a QueueSubscriber) are added by the thread
+# that subscribes them (the outer's on_next for flat_map, the drain itself
+# for merge/concat) under self._lock, and removed only by the drain. Each
+# inner appends to its own deque on its publisher's thread and signals the
+# drain; only the drain polls, which replenishes 75 % of prefetch at a time.
+#
+# The drain never scans every inner, so an item costs the same with 2
+# inners or 1,000: an inner with queued items is on the ready ring
+# (self._ring) exactly while its `scheduled` flag is set. The drain takes
+# the inner at the front, delivers one item and puts it at the back while it
+# has more (one item per inner per round: round-robin); an inner found empty
+# is unscheduled, and rescheduled at once if an item came meanwhile. Its
+# producer appends first and reads the flag second; the drain clears the
+# flag first and reads the queue second; so at least one of them sees the
+# other, and schedule() (under the lock) puts the inner on the ring once.
+# An inner that completes is also put on self._ended, so that the drain
+# retires it without demand (rule 1.4) once its queue is empty.
 #
 # New inners come from a "feed": for flat_map, the outer subscription, asked
 # for max_concurrency items at first and for one more each time an inner is
@@ -54,15 +67,57 @@ T_co = TypeVar("T_co", covariant=True)
 # from while fewer than max_concurrency inners are active.
 
 
+class _Inner(QueueSubscriber):
+    """One inner publisher's queue; it puts itself on the coordinator's ready ring when it has items."""
+
+    __slots__ = ("scheduled",)
+
+    parent: _Coordinator[Any]
+
+    def __init__(self, parent: _Coordinator[Any], prefetch: int, name: str) -> None:
+        super().__init__(parent, prefetch, name)
+        self.scheduled = False  # on the ready ring, or being served by the drain
+
+    def on_next(self, item: Any) -> None:
+        """Queue ``item``, put this inner on the ready ring, and signal the drain.
+
+        The per-item path of :meth:`QueueSubscriber.on_next`, plus the ring.
+
+        Raises:
+            TypeError: if ``item`` is ``None`` (rule 2.13).
+        """
+        if item is None:
+            raise none_error("item", "2.13")
+        if self.done:
+            return
+        if len(self.queue) >= self.prefetch and not self._admit_over_capacity(item):
+            return
+        self.queue.append(item)
+        parent = self.parent
+        if not self.scheduled:  # read after the append (see the overview)
+            parent.schedule(self)
+        if not parent.draining:
+            parent._signal()
+
+    def on_complete(self) -> None:
+        """Mark the upstream done and let the drain retire this inner once its queue is empty."""
+        if self.done:
+            return
+        self.done = True
+        self.parent.ended(self)
+
+
 class _Coordinator(DemandDrain, Generic[T]):
     """The downstream's subscription: serves its demand from the inners' queues."""
 
     __slots__ = (
         "_downstream",
+        "_ended",
         "_feed",
         "_inners",
-        "_next",
         "_outer",
+        "_retired",
+        "_ring",
         "_terminated",
         "max_concurrency",
         "outer_done",
@@ -83,10 +138,14 @@ class _Coordinator(DemandDrain, Generic[T]):
         self._feed = feed  # merge/concat: publishers to subscribe; None for flat_map
         self._outer: Subscription | None = None  # flat_map: the source of inner publishers
         self.outer_done = False  # no inner publisher will be added any more
-        # Guarded by self._lock: appended by add(), replaced by the drain.
-        self._inners: list[QueueSubscriber] = []
+        # Guarded by self._lock: added to by inner(), removed from by the drain.
+        self._inners: dict[_Inner, None] = {}  # the active inners, in the order they came
+        # The inners with queued items, each once: appended under self._lock by
+        # schedule(), and by the drain for an inner it keeps; popped by the drain.
+        self._ring: deque[_Inner] = deque()
+        self._ended: deque[_Inner] = deque()  # inners whose upstream completed; popped by the drain
         # --- Drain only ---------------------------------------------------
-        self._next = 0  # round-robin position
+        self._retired = 0  # inners retired in this pass
         self._terminated = False
 
     def add(self, publisher: Publisher[T]) -> None:
@@ -95,10 +154,23 @@ class _Coordinator(DemandDrain, Generic[T]):
 
     def inner(self, name: str) -> QueueSubscriber:
         """A new inner, not yet subscribed to anything; ``name`` is what its overflow error calls its source."""
-        inner = QueueSubscriber(self, self.prefetch, name)
+        inner = _Inner(self, self.prefetch, name)
         with self._lock:
-            self._inners.append(inner)
+            self._inners[inner] = None
         return inner
+
+    def schedule(self, inner: _Inner) -> None:
+        """Put ``inner`` on the ready ring unless it is on it already."""
+        with self._lock:
+            if inner.scheduled:
+                return
+            inner.scheduled = True
+            self._ring.append(inner)
+
+    def ended(self, inner: _Inner) -> None:
+        """Say that ``inner``'s upstream completed; the drain retires it once its queue is empty."""
+        self._ended.append(inner)
+        self._signal()
 
     def outer_complete(self) -> None:
         """Say that no inner publisher will be added any more."""
@@ -121,21 +193,24 @@ class _Coordinator(DemandDrain, Generic[T]):
         """
         if self.cancelled or self._terminated:
             return None
-        inners = self._inners  # replaced by the drain, appended to by add(): a racy copy is enough
-        buffered = sum(len(inner.queue) for inner in tuple(inners))
+        inners = self._inners.copy()  # one atomic copy; the dict changes under other threads
+        buffered = sum(len(inner.queue) for inner in inners)
         return SubscriberSnapshot(
             self._downstream, buffered, self.prefetch * len(inners), self._requested, self.delivered, 0
         )
 
     def _has_work(self) -> bool:
-        return self._requested > 0 and any(inner.queue for inner in self._inners)
+        return (self._requested > 0 and bool(self._ring)) or bool(self._ended)
 
     def _cancel_all(self) -> None:
         self.cancelled = True
         if self._outer is not None:
             self._outer.cancel()
         with self._lock:
-            inners, self._inners = self._inners, []
+            inners = list(self._inners)
+            self._inners.clear()
+            self._ring.clear()
+        self._ended.clear()
         for inner in inners:
             inner.cancel()
 
@@ -152,48 +227,58 @@ class _Coordinator(DemandDrain, Generic[T]):
             self._downstream.on_error(failure)
             return
         self._feed_inners()
-        with self._lock:
-            inners = list(self._inners)
-            requested = self._requested
-        emitted = self._emit(inners, requested)
+        requested = self._requested
+        self._retired = 0
+        emitted = self._emit(requested)
         if emitted < 0:  # cancelled or failed meanwhile: the next pass ends it
             return
         self._produced(emitted, requested)
-        retired = [inner for inner in inners if inner.exhausted]
+        ended = self._ended
+        while ended:
+            inner = ended.popleft()
+            if not inner.queue:  # else the emit loop retires it after its last item
+                self._retire(inner)
+        retired = self._retired
         if retired:
-            with self._lock:
-                self._inners = [inner for inner in self._inners if inner not in retired]
             if self._feed is not None:
                 self._feed_inners()
             elif self._outer is not None and self.max_concurrency != MAX_DEMAND and not self.outer_done:
-                self._outer.request(len(retired))
+                self._outer.request(retired)
         if self.outer_done and not self._inners and self._failure is None and not self.cancelled:
             self._terminated = True
             self.cancelled = True
             self._downstream.on_complete()
 
-    def _emit(self, inners: list[QueueSubscriber], requested: int) -> int:
-        """Deliver round-robin from ``inners``; return the count, or -1 if the stream ended."""
+    def _emit(self, requested: int) -> int:
+        """Deliver round-robin from the ready ring; return the count, or -1 if the stream ended."""
         on_next = self._downstream.on_next
-        count = len(inners)
+        ring = self._ring
         emitted = 0
-        position = self._next
-        idle = 0  # consecutive inners found empty
-        while count and emitted != requested and idle < count:
-            if position >= count:
-                position = 0
-            inner = inners[position]
-            position += 1
-            if not inner.queue:
-                idle += 1
-                continue
-            idle = 0
-            on_next(inner.poll())
-            emitted += 1
-            if self.cancelled or self._failure is not None:
-                return -1
-        self._next = position
+        while emitted != requested and ring:
+            inner = ring.popleft()
+            queue = inner.queue
+            if queue:
+                on_next(inner.poll())
+                emitted += 1
+                if self.cancelled or self._failure is not None:
+                    return -1
+                if queue:
+                    ring.append(inner)  # still scheduled: to the back of the ring
+                    continue
+            inner.scheduled = False  # then look at the queue again (see the overview)
+            if queue:
+                self.schedule(inner)
+            elif inner.done:
+                self._retire(inner)
         return emitted
+
+    def _retire(self, inner: _Inner) -> None:
+        """Forget an exhausted inner, once; drain only."""
+        with self._lock:
+            if inner not in self._inners:
+                return
+            del self._inners[inner]
+        self._retired += 1
 
     def _feed_inners(self) -> None:
         """merge/concat: subscribe further publishers while below ``max_concurrency``."""

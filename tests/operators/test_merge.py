@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from collections import deque
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from flowpy import operators
 from flowpy.errors import MissingBackpressureError
+from flowpy.operators._queue import QueueSubscriber
 from flowpy.sources import RangePublisher, error, just
 from tests.operators.conftest import WAIT, Spy, before_each_failure, drive, items_lists, patterns
 from tests.sources_helpers import SpyPublisher
@@ -151,3 +154,53 @@ def test_merge_contains_every_item_in_source_order_under_any_pattern(
 def test_concat_matches_list_concatenation_under_any_pattern(lists: list[list[int]], pattern: list[int]) -> None:
     recorder = drive(operators.concat(*(just(*items) for items in lists), prefetch=2), pattern)
     assert recorder.items == [x for items in lists for x in items]
+
+
+# --- The ready ring -----------------------------------------------------------------------
+
+
+def test_merge_completes_many_sources_without_demand_beyond_their_items() -> None:
+    recorder = Recorder()
+    operators.merge(*[just(k, k + 100) for k in range(50)], prefetch=2).subscribe(recorder)
+    recorder.request(100)  # exactly the items: on_complete needs no more (rule 1.4)
+    assert recorder.completed
+    assert recorder.items == [x for k in range(50) for x in (k,)] + [k + 100 for k in range(50)]
+
+
+def test_merge_item_arriving_as_the_drain_finds_its_inner_empty_is_delivered() -> None:
+    # The window between the drain seeing an inner's queue empty and clearing
+    # its `scheduled` flag: a producer that appends then finds the flag still
+    # set leaves it to the drain, which must look at the queue once more.
+    source = SpyPublisher()
+    armed: list[bool] = []
+
+    class ArrivesWhenFoundEmpty(deque[int]):
+        def __len__(self) -> int:
+            length = super().__len__()
+            if length == 0 and armed:
+                armed.clear()
+                assert source.subscriber is not None
+                source.subscriber.on_next(2)  # on the drain's thread, as another thread could at this moment
+            return length
+
+    recorder = Recorder(on_next_hook=lambda item: armed.append(True) if item == 1 else None)
+    operators.merge(source, just(), prefetch=4).subscribe(recorder)
+    inner = source.subscriber
+    assert isinstance(inner, QueueSubscriber)
+    inner.queue = ArrivesWhenFoundEmpty()
+    recorder.request(5)
+    inner.on_next(1)
+    assert recorder.items == [1, 2]
+
+
+def test_flat_map_over_a_thousand_live_inners_delivers_everything_in_inner_order() -> None:
+    recorder = Recorder()
+    result = operators.flat_map(
+        operators.group_by(RangePublisher(0, 20_000), lambda x: x % 1000), lambda group: group, max_concurrency=1000
+    )
+    result.subscribe(recorder)
+    recorder.request(2**63 - 1)
+    assert recorder.completed
+    assert sorted(recorder.items) == list(range(20_000))
+    for key in (0, 1, 999):
+        assert [x for x in recorder.items if x % 1000 == key] == list(range(key, 20_000, 1000))
