@@ -1,6 +1,6 @@
 """Throughput of the operators against plain Python baselines, in one run.
 
-    python benchmarks/operators.py [--items N] [--repetitions R] [--context]
+    python benchmarks/operators.py [--items N] [--repetitions R] [--context | --grouping [--parallel-items M]]
 
 Two comparisons, each a ratio measured side by side in the same process:
 
@@ -14,6 +14,15 @@ Two comparisons, each a ratio measured side by side in the same process:
   range produces only inside ``request``: with ``subscribe_on`` each batch of
   192 items waits for a thread to wake up; with ``observe_on`` alone the
   drain's own requests make it emit on the drain's thread.
+
+``--grouping`` measures instead ``group_by`` with 1,000 groups, merged back
+by ``flat_map``, against ``flat_map`` of 1,000 ranges (the same ``N``
+items from 1,000 inner publishers); and ``parallel(2).run_on(pool).map(f)
+.sequential()`` with a CPU-bound ``f`` against the plain fused ``map(f)``
+(about 10 microseconds an item; ``--parallel-items``, default 100,000). Under the GIL the rails take turns
+on one core, so the parallel case is expected at or below 1.0x; run the same
+command with a free-threaded interpreter (``PYTHON_GIL=0``) to see the rails
+run at once.
 
 ``--context`` measures instead what context propagation costs
 (flowpy/_context.py): the observe_on hand-off and a ``merge`` of two
@@ -32,6 +41,7 @@ from __future__ import annotations
 import argparse
 import statistics
 import sys
+import threading
 import time
 from collections.abc import Callable
 from itertools import islice
@@ -113,6 +123,86 @@ def merge_two_pools(items: int) -> int:
     return items
 
 
+# --- Grouping, sharing, parallel ---
+
+
+def group_by_flat_map(items: int) -> int:
+    """``group_by`` with 1,000 keys, every group merged back by ``flat_map``."""
+    sink = NoOp()
+    Flowable.range(0, items).group_by(lambda x: x % 1000).flat_map(lambda g: g, max_concurrency=1000).subscribe(sink)
+    return items
+
+
+def flat_map_ranges(items: int) -> int:
+    """``flat_map`` of 1,000 ranges: the same items from 1,000 inner publishers."""
+    sink = NoOp()
+    size = items // 1000
+    Flowable.range(0, 1000).flat_map(lambda i: Flowable.range(i * size, size), max_concurrency=1000).subscribe(sink)
+    return size * 1000
+
+
+def busy(x: int) -> int:
+    """About 10 microseconds of pure-Python arithmetic: CPU-bound work that holds the GIL."""
+    total = 0
+    for i in range(300):
+        total += i * i % 7
+    return x + total % 2
+
+
+def plain_map(items: int) -> int:
+    """The CPU-bound function in the fused ``map``, on one thread."""
+    Flowable.range(0, items).map(busy).subscribe(NoOp())
+    return items
+
+
+def two_threads(items: int) -> int:
+    """``busy`` on two bare threads, half the items each: what the machine allows, with no flowpy."""
+    threads = [threading.Thread(target=lambda: [busy(x) for x in range(items // 2)]) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return items // 2 * 2
+
+
+def parallel_map(items: int, pool: DaemonThreadPool) -> int:
+    """``parallel(2).run_on(pool).map(busy).sequential()``: two rails, each on its own pool task."""
+    sink = NoOp()
+    Flowable.range(0, items).parallel(2).run_on(pool).map(busy).sequential().subscribe(sink)
+    sink.done.wait()
+    return items
+
+
+def grouping_tables(n: int, parallel_items: int, reps: int) -> None:
+    """Print the group_by and parallel comparisons."""
+    print_table(
+        f"group_by: items/s, median of {reps} interleaved, {n:,} items, 1,000 groups",
+        interleaved_rates(
+            [
+                ("flat_map of 1,000 ranges", lambda: flat_map_ranges(n)),
+                ("group_by(x % 1000).flat_map(group)", lambda: group_by_flat_map(n)),
+            ],
+            reps,
+        ),
+        {"flat_map": "flat_map of 1,000 ranges"},
+    )
+    pool = DaemonThreadPool(2, thread_name_prefix="rails")
+    gil = "GIL on" if getattr(sys, "_is_gil_enabled", lambda: True)() else "GIL off"
+    print_table(
+        f"parallel: items/s, median of {reps} interleaved, {parallel_items:,} items of ~10 us each, {gil}",
+        interleaved_rates(
+            [
+                ("map(busy)", lambda: plain_map(parallel_items)),
+                ("busy on two bare threads (no flowpy)", lambda: two_threads(parallel_items)),
+                ("parallel(2).run_on(pool).map(busy).sequential", lambda: parallel_map(parallel_items, pool)),
+            ],
+            reps,
+        ),
+        {"map": "map(busy)"},
+    )
+    pool.shutdown()
+
+
 def context_cases(n: int) -> list[tuple[str, Callable[[], int]]]:
     """The observe_on hand-off and merge, each with context propagation on and off."""
     cases: list[tuple[str, Callable[[], int]]] = []
@@ -143,8 +233,13 @@ def main() -> None:
     parser.add_argument("--items", type=int, default=1_000_000)
     parser.add_argument("--repetitions", type=int, default=5)
     parser.add_argument("--context", action="store_true", help="measure context propagation on against off")
+    parser.add_argument("--grouping", action="store_true", help="measure group_by and parallel rails")
+    parser.add_argument("--parallel-items", type=int, default=100_000, help="items for the parallel comparison")
     args = parser.parse_args()
     n, reps = args.items, args.repetitions
+    if args.grouping:
+        grouping_tables(n, args.parallel_items, reps)
+        return
     if args.context:
         # Process CPU time as well: on a loaded machine the wall clock of a
         # thread hand-off mostly measures the scheduler.
