@@ -470,3 +470,18 @@ def test_run_on_functions_and_signals_see_the_subscribe_context(pool: DaemonThre
     assert sorted(recorder.items) == list(range(30))
     assert recorder.values() == {"request-1"}
     assert seen == {"request-1"}
+
+
+def test_reduce_keyboard_interrupt_fails_the_result_cancels_the_source_and_propagates() -> None:
+    spy = Spy(RangePublisher(0, 100))
+
+    def interrupted(a: int, b: int) -> int:
+        if b == 9:
+            raise KeyboardInterrupt
+        return a + b
+
+    result: TestSubscriber[int] = TestSubscriber()
+    with pytest.raises(KeyboardInterrupt):
+        reduce_rails(operators.parallel(spy, 2, prefetch=4), interrupted).subscribe(result)
+    result.assert_error(KeyboardInterrupt).assert_no_values()
+    assert spy.subscription.cancelled.is_set()
