@@ -30,6 +30,7 @@ from flowpy.executors import default_executor, direct_executor
 from flowpy.flow import Processor, Publisher, Subscriber, Subscription, default_buffer_size
 from flowpy.flowable import ConnectableFlowable, Flowable
 from flowpy.processors import MulticastProcessor, TransformProcessor
+from flowpy.schedulers import Scheduler, TimerScheduler, default_scheduler
 from flowpy.sources import IterablePublisher, RangePublisher
 from flowpy.submission import SubmissionPublisher
 from flowpy.subscribers import AsyncSubscriber, LambdaSubscriber, SyncSubscriber, collect, consume, iterate
@@ -49,16 +50,19 @@ __all__ = [
     "Publisher",
     "RangePublisher",
     "ReentrantSubmitError",
+    "Scheduler",
     "SubmissionPublisher",
     "Subscriber",
     "Subscription",
     "SyncSubscriber",
+    "TimerScheduler",
     "TransformProcessor",
     "UndeliveredItemsWarning",
     "collect",
     "consume",
     "default_buffer_size",
     "default_executor",
+    "default_scheduler",
     "direct_executor",
     "implementation",
     "iterate",

@@ -24,6 +24,7 @@ __all__ = [
     "require_non_negative_int",
     "require_positive_int",
     "require_publisher",
+    "require_seconds",
     "require_subscriber",
 ]
 
@@ -93,6 +94,24 @@ def require_non_negative_int(value: object, name: str) -> int:
     if number < 0:
         raise ValueError(f"{name} must be non-negative, got {number!r}")
     return number
+
+
+def require_seconds(value: object, name: str, *, positive: bool = False) -> float:
+    """Return ``value`` as a ``float`` if it is a finite number of seconds, at least 0 (above 0 if ``positive``).
+
+    An ``int`` or a ``float`` is a number; ``bool`` is not.
+
+    Raises:
+        TypeError: if it is not a number.
+        ValueError: if it is infinite, NaN, negative, or 0 when ``positive``.
+    """
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        raise TypeError(f"{name} must be a number of seconds, got {value!r}")
+    seconds = float(value)
+    if not (seconds > 0 if positive else seconds >= 0) or seconds == float("inf"):
+        bound = "> 0" if positive else ">= 0"
+        raise ValueError(f"{name} must be a finite number of seconds {bound}, got {value!r}")
+    return seconds
 
 
 def require_callable(fn: object, name: str) -> None:

@@ -24,10 +24,12 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
 from flowpy import operators, sources
 from flowpy._checks import require_publisher, require_subscriber
 from flowpy._core.sentinels import NO_INITIAL
+from flowpy._demand import MAX_DEMAND
 from flowpy.executors import DEFAULT, Default, Executor
 from flowpy.flow import Publisher, Subscriber, Subscription, default_buffer_size
 from flowpy.operators import BackpressureStrategy, ConnectablePublisher, Notification, OverflowPolicy
 from flowpy.subscribers import BlockingIterator, LambdaSubscriber
+from flowpy.testing import TestSubscriber
 
 if TYPE_CHECKING:
     from flowpy.interop.asyncio import PublisherAsyncIterator
@@ -446,6 +448,19 @@ class Flowable(Publisher[T_co]):
         from flowpy.interop.asyncio import to_async_iterator
 
         return to_async_iterator(self._publisher, prefetch=prefetch)
+
+    # --- Testing ----------------------------------------------------------
+
+    def test(self, initial_request: int = MAX_DEMAND) -> TestSubscriber[T_co]:
+        """Subscribe a :class:`~flowpy.testing.TestSubscriber` that requests ``initial_request``, and return it.
+
+        Raises:
+            TypeError: if ``initial_request`` is not an int.
+            ValueError: if ``initial_request`` is negative.
+        """
+        subscriber: TestSubscriber[T_co] = TestSubscriber(initial_request)
+        self._publisher.subscribe(subscriber)
+        return subscriber
 
     def __aiter__(self) -> AsyncIterator[T_co]:
         """``async for item in flowable``: :meth:`to_async_iterator` with the default prefetch.

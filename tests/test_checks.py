@@ -19,6 +19,7 @@ from flowpy._checks import (
     require_non_negative_int,
     require_positive_int,
     require_publisher,
+    require_seconds,
     require_subscriber,
 )
 from flowpy.sources import RangePublisher
@@ -152,6 +153,30 @@ def test_require_publisher_refuses_what_cannot_be_subscribed_to(value: object, s
         require_publisher(value, "source")
     with pytest.raises(TypeError, match=r"^publisher must be a Publisher, got "):
         require_publisher(value)
+
+
+@pytest.mark.parametrize(("value", "expected"), [(0, 0.0), (1, 1.0), (0.25, 0.25), (_Int(2), 2.0)])
+def test_require_seconds_returns_a_float(value: object, expected: float) -> None:
+    seconds = require_seconds(value, "delay")
+    assert seconds == expected
+    assert type(seconds) is float
+
+
+@pytest.mark.parametrize(
+    ("value", "positive", "error", "message"),
+    [
+        (True, False, TypeError, r"^delay must be a number of seconds, got True$"),
+        ("1", False, TypeError, r"^delay must be a number of seconds, got '1'$"),
+        (None, False, TypeError, r"^delay must be a number of seconds, got None$"),
+        (-0.5, False, ValueError, r"^delay must be a finite number of seconds >= 0, got -0\.5$"),
+        (float("inf"), False, ValueError, r"^delay must be a finite number of seconds >= 0, got inf$"),
+        (float("nan"), True, ValueError, r"^delay must be a finite number of seconds > 0, got nan$"),
+        (0, True, ValueError, r"^delay must be a finite number of seconds > 0, got 0$"),
+    ],
+)
+def test_require_seconds_refuses(value: object, positive: bool, error: type[Exception], message: str) -> None:
+    with pytest.raises(error, match=message):
+        require_seconds(value, "delay", positive=positive)
 
 
 def test_every_public_check_is_tested_here() -> None:
