@@ -1,6 +1,6 @@
 """Memory: the buffer stays bounded and the core leaks nothing, in both core implementations.
 
-    python benchmarks/memory.py [--items N] [--cycles C]
+    python benchmarks/memory.py [--items N] [--cycles C] [--operators-only]
 
 For each core implementation ("c" when it was built, and "python"), after a
 warm-up run of each workload, measures how much resident memory, ``gc``
@@ -10,7 +10,10 @@ object count and allocated blocks grow over:
   that never requests (every offer after the 256th drops); the budget is 5 MB;
 - ``N`` fresh int items from one producer to one subscriber on a thread pool;
 - ``C`` (default 200,000) subscribe / deliver / cancel cycles, each subscriber
-  checked to be freed.
+  checked to be freed;
+- ``N`` items through each operator that holds items (``take_last``,
+  ``concat_map``, ``switch_map``, ``combine_latest``, ``retry``) to a
+  subscriber that requests one item at a time (benchmarks/_buffering.py).
 
 A reference the core forgot to release would keep each item or subscriber
 alive and show as growth proportional to ``N`` or ``C``. For scale it also
@@ -28,6 +31,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from benchmarks._buffering import WORKLOADS as BUFFERING
 from benchmarks._common import machine
 from benchmarks._leaks import Footprint, footprint, never_requesting, resident_mb, stream, subscribe_cancel
 from flowpy import _impl
@@ -48,8 +52,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--items", type=int, default=10_000_000)
     parser.add_argument("--cycles", type=int, default=200_000)
+    parser.add_argument("--operators-only", action="store_true", help="only the operators that hold items")
     args = parser.parse_args()
     implementations = ["c", "python"] if _impl.CBufferedSubscription is not None else ["python"]
+    if args.operators_only:
+        implementations = []
     pool = DaemonThreadPool(2)
     print(f"\nmemory ({machine()})")
     print(f"{'core':<8} {'workload':<46} {'result':>12} {'resident MB':>12} {'gc objects':>11} {'blocks':>9}")
@@ -70,6 +77,17 @@ def main() -> None:
                 if growth.resident_mb >= BUDGET_MB:
                     over_budget.append(f"{implementation}: {name}: {growth.resident_mb:.2f} MB")
     pool.shutdown()
+
+    # --- Operators that hold items, under a subscriber that asks for one at a time ---
+    print(f"\n{'operator':<46} {'items':>12} {'delivered':>12} {'resident MB':>12} {'gc objects':>11} {'blocks':>9}")
+    for name, workload in BUFFERING:
+        delivered, growth = measure(workload, args.items)
+        print(
+            f"{name:<46} {args.items:>12,} {delivered:>12,} {growth.resident_mb:>12.2f} "
+            f"{growth.gc_objects:>11,} {growth.blocks:>9,}"
+        )
+        if growth.resident_mb >= BUDGET_MB:
+            over_budget.append(f"{name}: {growth.resident_mb:.2f} MB")
 
     before_list = resident_mb()
     kept = list(range(1_000_000, 1_000_000 + min(args.items, 1_000_000)))
