@@ -2,7 +2,7 @@
 ``do_on_subscribe``, ``do_on_request``, ``do_on_cancel`` and ``do_finally``.
 
 Each calls a function of yours and passes the signal on unchanged, on the
-thread the signal came on, with demand passed through. ``do_on_next`` is a
+thread the signal came on, with demand passed through and nothing buffered. ``do_on_next`` is a
 step of the fused stage (:mod:`flowpy.operators._fused`); the others watch
 the subscription's life, so each is a thin relay with no queue.
 

@@ -189,7 +189,7 @@ def dematerialize(source: Publisher[Notification[T]]) -> Publisher[T]:
     a :class:`Notification` fails the stream with ``TypeError``. Fused with
     its synchronous neighbours.
 
-    Demand: passed through.
+    Demand: passed through. Nothing is buffered.
 
     Raises:
         TypeError: if ``source`` is not a publisher.

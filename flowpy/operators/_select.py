@@ -172,7 +172,7 @@ def element_at(source: Publisher[T], index: int) -> Publisher[T]:
         result:  --------c|
 
     ``skip(index)`` then ``take(1)``, fused: the first request asks
-    ``source`` for ``index + 1`` items, and no more. As RxJava's
+    ``source`` for ``index + 1`` items, and no more; nothing is buffered. As RxJava's
     ``elementAt``, a source with fewer items completes empty; chain
     ``default_if_empty(item)`` for a default.
 
@@ -192,7 +192,7 @@ def first(source: Publisher[T]) -> Publisher[T]:
         first()
         result:  --1|
 
-    ``take(1)``: requests one item. As RxJava's ``firstElement``, an empty
+    ``take(1)``: requests one item, buffers none. As RxJava's ``firstElement``, an empty
     source completes empty; chain ``default_if_empty(item)`` for a default.
 
     Raises:
@@ -241,7 +241,8 @@ def ignore_elements(source: Publisher[T]) -> Publisher[T]:
         result:  -----------|
 
     Demand: requests everything from ``source`` at once (the terminal signal
-    needs no demand); the subscriber's requests are not needed.
+    needs no demand); the subscriber's requests are not needed. Nothing is
+    buffered.
 
     Raises:
         TypeError: if ``source`` is not a publisher.

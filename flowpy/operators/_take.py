@@ -187,8 +187,8 @@ def skip_while(source: Publisher[T], predicate: Callable[[T], object]) -> Publis
         result:  --------7--3--|
 
     Demand: passed through; the dropped items are asked for again, as
-    ``filter`` does, so the subscriber gets what it requested. Once an item
-    has passed, ``predicate`` is not called again. A raising ``predicate``
+    ``filter`` does, so the subscriber gets what it requested. Nothing is
+    buffered. Once an item has passed, ``predicate`` is not called again. A raising ``predicate``
     cancels ``source`` and signals ``on_error``. Fused with its synchronous
     neighbours.
 
