@@ -7,7 +7,9 @@ subscriber translated upstream as its docstring says (see
 each). :class:`flowpy.flowable.Flowable` offers the same operations as
 chained methods.
 
-Fusion: ``map``, ``filter``, ``take``, ``skip``, ``take_while`` and ``scan``
+Fusion: ``map``, ``filter``, ``take``, ``skip``, ``take_while``, ``scan``,
+``skip_while``, ``distinct``, ``distinct_until_changed``, ``do_on_next``,
+``dematerialize`` (and ``first``, ``element_at``, made of ``take`` and ``skip``)
 applied to one another run as one stage, on the thread that delivers the
 upstream's signals, with no queue between them. ``observe_on``,
 ``subscribe_on``, ``merge``, ``concat``, ``zip``, ``flat_map``, ``buffer`` and
@@ -46,6 +48,28 @@ from flowpy.operators._take import skip, take, take_while
 from flowpy.operators._terminals import blocking_iter, reduce, subscribe, to_list
 from flowpy.operators._zip import zip_ as zip
 
+# --- Rx vocabulary: sources, error recovery, transforms, filters, hooks ---
+# isort: split
+from flowpy.operators._amb import amb
+from flowpy.operators._combine import combine_latest, with_latest_from
+from flowpy.operators._defer import defer, using
+from flowpy.operators._distinct import distinct, distinct_until_changed
+from flowpy.operators._hooks import (
+    do_finally,
+    do_on_cancel,
+    do_on_complete,
+    do_on_error,
+    do_on_next,
+    do_on_request,
+    do_on_subscribe,
+)
+from flowpy.operators._notification import Notification, NotificationKind, dematerialize, materialize
+from flowpy.operators._recover import on_error_resume, on_error_return, retry, retry_when
+from flowpy.operators._select import element_at, first, ignore_elements, last, take_last, take_until
+from flowpy.operators._sequential import concat_map, default_if_empty, repeat, start_with
+from flowpy.operators._switch import switch_map
+from flowpy.operators._take import skip_while
+
 __all__ = [
     "BackpressureStrategy",
     "ConnectablePublisher",
@@ -82,4 +106,42 @@ __all__ = [
     "take_while",
     "to_list",
     "zip",
+]
+
+# --- Rx vocabulary: sources, error recovery, transforms, filters, hooks ---
+__all__ += [
+    "Notification",
+    "NotificationKind",
+    "amb",
+    "combine_latest",
+    "concat_map",
+    "default_if_empty",
+    "defer",
+    "dematerialize",
+    "distinct",
+    "distinct_until_changed",
+    "do_finally",
+    "do_on_cancel",
+    "do_on_complete",
+    "do_on_error",
+    "do_on_next",
+    "do_on_request",
+    "do_on_subscribe",
+    "element_at",
+    "first",
+    "ignore_elements",
+    "last",
+    "materialize",
+    "on_error_resume",
+    "on_error_return",
+    "repeat",
+    "retry",
+    "retry_when",
+    "skip_while",
+    "start_with",
+    "switch_map",
+    "take_last",
+    "take_until",
+    "using",
+    "with_latest_from",
 ]

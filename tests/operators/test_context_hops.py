@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from flowpy import operators
 from flowpy.executors import DaemonThreadPool
 from flowpy.flow import Publisher
 from flowpy.operators import (
@@ -72,6 +73,15 @@ PIPELINES: dict[str, tuple[int, Pipeline]] = {
     "zip": (2, lambda pool, s: zip(s[0], s[1], prefetch=4)),
     "flat_map": (1, lambda pool, s: flat_map(s[0], lambda i: IterablePublisher([i, i], executor=pool))),
     "on_backpressure_buffer": (1, lambda pool, s: on_backpressure_buffer(s[0], 100)),
+    # --- Rx vocabulary ---
+    "switch_map": (1, lambda pool, s: operators.switch_map(s[0], lambda i: IterablePublisher([i], executor=pool))),
+    "concat_map": (1, lambda pool, s: operators.concat_map(s[0], lambda i: IterablePublisher([i, i], executor=pool))),
+    "combine_latest": (2, lambda pool, s: operators.combine_latest(s[0], s[1], prefetch=4)),
+    "with_latest_from": (2, lambda pool, s: operators.with_latest_from(s[1], s[0])),
+    "take_until": (2, lambda pool, s: operators.take_until(s[0], s[1])),
+    "amb": (2, lambda pool, s: operators.amb(s[0], s[1])),
+    "retry": (1, lambda pool, s: operators.retry(s[0])),
+    "repeat": (1, lambda pool, s: operators.repeat(s[0], 1)),
 }
 
 
@@ -93,7 +103,7 @@ def test_every_signal_sees_the_subscribe_context(pool: DaemonThreadPool, name: s
     assert recorder.violations == []
 
 
-@pytest.mark.parametrize("name", ["merge", "observe_on", "flat_map"])
+@pytest.mark.parametrize("name", ["merge", "observe_on", "flat_map", "switch_map", "combine_latest"])
 def test_a_change_in_on_next_persists_across_upstream_threads(pool: DaemonThreadPool, name: str) -> None:
     # The drain delivers from whichever upstream thread signalled: the
     # subscriber's change must still be there at its next signal.
