@@ -41,10 +41,11 @@ class SerialDrain:
     Without an executor (:meth:`inline`) the drain runs on the thread whose
     ``signal()`` found it idle ("the thread that made progress possible"),
     with none of the bookkeeping a task needs: for per-item loops such as
-    MulticastProcessor's. A ``signal()`` from inside a pass (a ``request``
-    made by ``on_next``) only counts, and the running loop goes round once
-    more, so recursion stays bounded (rule 3.3). ``drain`` returning ``True``
-    just asks for another pass.
+    MulticastProcessor's and the operators' drains without an executor. A
+    ``signal()`` from inside a pass (a ``request`` made by ``on_next``) only
+    counts, and the running loop goes round once more, so recursion stays
+    bounded (rule 3.3). ``drain`` returning ``True`` just asks for another
+    pass.
 
     Each drain pass and ``on_reject`` run in ``context``: by default a copy
     of the context current when the drain is made, which its owners do
@@ -105,6 +106,7 @@ class SerialDrain:
         *,
         lock: threading.Lock | None = None,
         prepare: Callable[[], None] | None = None,
+        context: Context | _Capture | None = None,
     ) -> SerialDrain:
         """A drain whose passes run on the signalling thread; nothing can refuse them.
 
@@ -116,8 +118,12 @@ class SerialDrain:
                 critical section that claims the pass: the owner reads there
                 the state the pass works on, which saves a lock round-trip
                 per pass on per-item paths. It must not raise.
+            context: the context each pass runs in, as for the constructor;
+                by default none: passes run in the signalling thread's
+                context. A signal from inside a pass only counts, so the
+                context is never entered twice.
         """
-        serial = cls(None, drain, _never_refused, None)  # passes run in the signalling thread's context
+        serial = cls(None, drain, _never_refused, context)
         if lock is not None:
             serial._lock = lock
         serial._prepare = prepare
@@ -145,8 +151,12 @@ class SerialDrain:
         missed = 1
         first = True
         while True:
+            context = self.context  # read per pass: an owner may set it after the first
             try:
-                drain(first)
+                if context is None:
+                    drain(first)
+                else:
+                    context.run(drain, first)
             except BaseException:
                 with lock:
                     self._wip = 0

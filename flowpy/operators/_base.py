@@ -21,7 +21,7 @@ from flowpy._core.serial import SerialDrain
 from flowpy._core.upstream import UpstreamSlot
 from flowpy._demand import MAX_DEMAND, add_demand, check_request
 from flowpy._signals import report, reraise_fatal, signal_subscribe
-from flowpy.executors import Task, direct_executor
+from flowpy.executors import Task
 from flowpy.flow import Publisher, Subscriber, Subscription
 from flowpy.operators._tracking import Stage, StageTracker
 from flowpy.snapshots import PublisherSnapshot
@@ -155,7 +155,11 @@ class DemandDrain(Subscription, ABC):
     )
 
     def __init__(self, execute: Callable[[Task], object] | None = None) -> None:
-        self._serial = SerialDrain(direct_executor.execute if execute is None else execute, self._pass, self._rejected)
+        self._serial = (
+            SerialDrain.inline(self._pass, context="capture")
+            if execute is None
+            else SerialDrain(execute, self._pass, self._rejected)
+        )
         self._signal: Callable[[], None] = self._serial.signal
         self._ready = False  # set by _release(); no pass delivers before
         self._broken = False  # a subscriber method raised in a pass; no pass runs after

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
+from contextvars import ContextVar, copy_context
 
 import pytest
 
@@ -280,6 +281,29 @@ def test_inline_raising_drain_propagates_to_the_signaller_and_leaves_the_drain_i
         serial.signal()
     serial.signal()
     assert passes == [True, True]
+
+
+def test_inline_drain_with_a_context_runs_each_pass_in_it_and_reads_it_per_pass() -> None:
+    variable: ContextVar[str] = ContextVar("variable", default="unset")
+    seen: list[str] = []
+
+    def drain(first: bool) -> bool:
+        seen.append(variable.get())
+        if len(seen) == 1:
+            variable.set("set in the first pass")  # stays in the drain's context for the next passes
+            serial.signal()
+        return False
+
+    variable.set("subscriber")
+    serial = SerialDrain.inline(drain, context="capture")
+    variable.set("signaller")
+    serial.signal()
+    assert seen == ["subscriber", "set in the first pass"]
+    assert variable.get() == "signaller"  # the signalling thread's own context is untouched
+    serial.context = copy_context()  # an owner may replace it before a later pass
+    serial.signal()
+    assert seen[-1] == "signaller"
+    assert SerialDrain.inline(drain).context is None  # by default: the signalling thread's context
 
 
 def test_inline_yielding_drain_just_runs_another_pass() -> None:
