@@ -24,6 +24,7 @@ from flowpy.errors import (
     DuplicateSubscriptionError,
     MissingBackpressureError,
     ReentrantSubmitError,
+    StreamTimeoutError,
     UndeliveredItemsWarning,
 )
 from flowpy.executors import default_executor, direct_executor
@@ -51,6 +52,7 @@ __all__ = [
     "RangePublisher",
     "ReentrantSubmitError",
     "Scheduler",
+    "StreamTimeoutError",
     "SubmissionPublisher",
     "Subscriber",
     "Subscription",

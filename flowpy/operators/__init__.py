@@ -8,6 +8,7 @@ each). :class:`flowpy.flowable.Flowable` offers the same operations as
 chained methods.
 
 Fusion: ``map``, ``filter``, ``take``, ``skip``, ``take_while`` and ``scan``
+(and the time steps ``throttle_first``, ``timestamp``, ``time_interval``)
 applied to one another run as one stage, on the thread that delivers the
 upstream's signals, with no queue between them. ``observe_on``,
 ``subscribe_on``, ``merge``, ``concat``, ``zip``, ``flat_map``, ``buffer`` and
@@ -24,8 +25,10 @@ from flowpy.operators._backpressure import (
     on_backpressure_error,
     on_backpressure_latest,
 )
-from flowpy.operators._buffer import buffer
+from flowpy.operators._buffer import buffer, buffer_with_time
+from flowpy.operators._delay import delay, delay_subscription
 from flowpy.operators._filter import filter_ as filter
+from flowpy.operators._interval import interval, timer
 from flowpy.operators._map import map_ as map
 from flowpy.operators._map import scan
 from flowpy.operators._merge import concat, flat_map, merge
@@ -34,6 +37,11 @@ from flowpy.operators._share import ConnectablePublisher, publish, share
 from flowpy.operators._subscribe_on import subscribe_on
 from flowpy.operators._take import skip, take, take_while
 from flowpy.operators._terminals import blocking_iter, reduce, subscribe, to_list
+from flowpy.operators._throttle import debounce, sample, throttle_first
+from flowpy.operators._timeout import timeout
+from flowpy.operators._timestamp import TimeInterval, Timestamped, time_interval, timestamp
+from flowpy.operators._unicast import UnicastPublisher
+from flowpy.operators._window import window_with_count, window_with_time
 from flowpy.operators._zip import zip_ as zip
 
 __all__ = [
@@ -41,11 +49,19 @@ __all__ = [
     "ConnectablePublisher",
     "DropHandler",
     "OverflowPolicy",
+    "TimeInterval",
+    "Timestamped",
+    "UnicastPublisher",
     "blocking_iter",
     "buffer",
+    "buffer_with_time",
     "concat",
+    "debounce",
+    "delay",
+    "delay_subscription",
     "filter",
     "flat_map",
+    "interval",
     "map",
     "merge",
     "observe_on",
@@ -56,6 +72,7 @@ __all__ = [
     "on_backpressure_latest",
     "publish",
     "reduce",
+    "sample",
     "scan",
     "share",
     "skip",
@@ -63,6 +80,13 @@ __all__ = [
     "subscribe_on",
     "take",
     "take_while",
+    "throttle_first",
+    "time_interval",
+    "timeout",
+    "timer",
+    "timestamp",
     "to_list",
+    "window_with_count",
+    "window_with_time",
     "zip",
 ]
