@@ -124,3 +124,33 @@ def test_flowable_wrapping_non_publisher_raises_type_error() -> None:
 
 def test_flowable_repr_names_the_source() -> None:
     assert repr(Flowable(RangePublisher(0, 2))) == "Flowable(RangePublisher(start=0, count=2))"
+
+
+def test_flowable_time_methods_chain_in_virtual_time() -> None:
+    from flowpy.operators import TimeInterval, Timestamped
+    from flowpy.testing import TestScheduler
+
+    s = TestScheduler()
+    ticks = Flowable.interval(1.0, scheduler=s).take(4)
+    chained = (
+        ticks.delay(0.5, scheduler=s)
+        .delay_subscription(0.5, scheduler=s)
+        .timeout(10.0, scheduler=s)
+        .throttle_first(0.1, scheduler=s)
+        .debounce(0.2, scheduler=s)
+        .sample(0.25, scheduler=s)
+        .buffer_with_time(100.0, scheduler=s)
+        .timestamp(scheduler=s)
+        .time_interval(scheduler=s)
+        .test()
+    )
+    windows = Flowable.timer(1.0, scheduler=s).window_with_time(5.0, scheduler=s).test()
+    counted = Flowable.range(0, 4).window_with_count(2).test()
+    s.advance_time_by(20.0)
+    (result,) = chained.assert_complete().values
+    assert isinstance(result, TimeInterval) and isinstance(result.value, Timestamped)
+    # The last tick reaches sample together with the completion, unsampled: dropped, as in RxJava.
+    assert result.value.value == [0, 1, 2]
+    assert all(isinstance(w, Flowable) for w in windows.values + counted.values)
+    assert [w.test().values for w in counted.values] == [[0, 1], [2, 3]]
+    assert s.pending == 0
