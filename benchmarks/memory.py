@@ -10,7 +10,11 @@ object count and allocated blocks grow over:
   that never requests (every offer after the 256th drops); the budget is 5 MB;
 - ``N`` fresh int items from one producer to one subscriber on a thread pool;
 - ``C`` (default 200,000) subscribe / deliver / cancel cycles, each subscriber
-  checked to be freed.
+  checked to be freed;
+- ``N`` items through each buffering time operator (``delay``, ``debounce``,
+  ``sample``, ``buffer_with_time``, the windows) into a slow subscriber
+  (benchmarks/_time_workloads.py), once, with the peak resident memory
+  during the run as well: it must stay flat, within the same budget.
 
 A reference the core forgot to release would keep each item or subscriber
 alive and show as growth proportional to ``N`` or ``C``. For scale it also
@@ -23,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import threading
 from collections.abc import Callable
 from pathlib import Path
 
@@ -30,6 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks._common import machine
 from benchmarks._leaks import Footprint, footprint, never_requesting, resident_mb, stream, subscribe_cancel
+from benchmarks._time_workloads import WORKLOADS, run
 from flowpy import _impl
 from flowpy.executors import DaemonThreadPool
 
@@ -42,6 +48,26 @@ def measure(workload: Callable[[int], int], size: int) -> tuple[int, Footprint]:
     before = footprint()
     result = workload(size)
     return result, footprint().growth_since(before)
+
+
+def peak_growth(workload: Callable[[], int]) -> tuple[int, Footprint, float]:
+    """Run ``workload`` after a warm-up; return its result, the growth, and the peak resident growth in MB."""
+    before = footprint()
+    peak = [before.resident_mb]
+    stop = threading.Event()
+
+    def sample() -> None:
+        while not stop.wait(0.05):
+            peak[0] = max(peak[0], resident_mb())
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    try:
+        result = workload()
+    finally:
+        stop.set()
+        sampler.join()
+    return result, footprint().growth_since(before), peak[0] - before.resident_mb
 
 
 def main() -> None:
@@ -70,6 +96,18 @@ def main() -> None:
                 if growth.resident_mb >= BUDGET_MB:
                     over_budget.append(f"{implementation}: {name}: {growth.resident_mb:.2f} MB")
     pool.shutdown()
+
+    print(f"\ntime operators, {args.items:,} items into a slow subscriber (benchmarks/_time_workloads.py)")
+    print(f"{'workload':<56} {'received':>10} {'resident MB':>12} {'peak MB':>8} {'gc objects':>11} {'blocks':>9}")
+    for name in WORKLOADS:
+        run(name, max(1, args.items // 100))  # warm up
+        received, growth, peak = peak_growth(lambda name=name: run(name, args.items))
+        print(
+            f"{name:<56} {received:>10,} {growth.resident_mb:>12.2f} {peak:>8.2f} "
+            f"{growth.gc_objects:>11,} {growth.blocks:>9,}"
+        )
+        if max(growth.resident_mb, peak) >= BUDGET_MB:
+            over_budget.append(f"time: {name}: {growth.resident_mb:.2f} MB, peak {peak:.2f} MB")
 
     before_list = resident_mb()
     kept = list(range(1_000_000, 1_000_000 + min(args.items, 1_000_000)))

@@ -219,7 +219,10 @@ class _TimerQueue:
                 self.cancelled += 1
                 if self.heap[0][2] is task:
                     self.changed.notify()  # the thread sleeps until this one: let it look again
-                if self.cancelled > _PURGE_MIN and 2 * self.cancelled > len(self.heap):
+                if self.cancelled == len(self.heap):  # all cancelled: drop the lot at once
+                    self.heap = []
+                    self.cancelled = 0
+                elif self.cancelled > _PURGE_MIN and 2 * self.cancelled > len(self.heap):
                     self._purge_locked()
 
     def _purge_locked(self) -> None:

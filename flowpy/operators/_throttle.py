@@ -17,10 +17,9 @@ Threading:  ``debounce`` and ``sample`` deliver from their drain, on the
 
 from __future__ import annotations
 
-from typing import Any, Final, TypeVar, cast
+from typing import Any, TypeVar, cast
 
 from flowpy._checks import none_error, require_publisher, require_seconds
-from flowpy._core.sentinels import Sentinel
 from flowpy.flow import Publisher, Subscriber, Subscription
 from flowpy.operators._base import StagePublisher
 from flowpy.operators._fused import Step, fuse, indent
@@ -31,27 +30,36 @@ __all__ = ["debounce", "sample", "throttle_first"]
 
 T = TypeVar("T")
 
-_NOTHING: Final[Any] = Sentinel("NOTHING")  # no latest item held
+# Implementation overview
+#
+# debounce and sample take no lock per item: the source's thread only
+# stores the latest item, boxed in a fresh tuple, in one attribute (_held).
+# The timer side, under self._lock, remembers the box it consumed last
+# (_taken) and takes a box only if it is another one: a box is a new object
+# per item, so an item that equals (or is) the one before is still new.
+# debounce's box also carries its deadline; its one timer is armed by the
+# first item after a quiet time and, when it fires early, moved to the
+# deadline of the newest box. Arming does not lose a wake-up: the source
+# stores the box and then reads _armed; the timer, done, clears _armed and
+# then reads _held again (CPython orders these plain reads and writes), so
+# at least one of them sees the other and arms the timer for the new box.
 
 
 class _Debounce(TimedStage[T]):
-    """Keeps the latest item and its deadline; one timer, moved lazily to the latest deadline.
+    """Holds the latest item and its deadline; one timer, moved lazily to the latest deadline."""
 
-    An item does not reschedule the timer (that would cost a heap operation
-    per item): it only moves the deadline. When the timer fires before the
-    deadline it schedules itself for what is left; at the deadline it emits.
-    """
-
-    __slots__ = ("_deadline", "_latest", "_now", "_scheduler", "_seconds")
+    __slots__ = ("_armed", "_held", "_now", "_scheduler", "_seconds", "_taken")
 
     def __init__(self, downstream: Subscriber[T], seconds: float, scheduler: Scheduler) -> None:
         super().__init__(downstream, "debounce")
         self._scheduler = scheduler
         self._seconds = seconds
         self._now = scheduler.now
-        # --- Guarded by self._lock ----------------------------------------------
-        self._latest: Any = _NOTHING  # the item waiting for a pause
-        self._deadline = 0.0  # when it is emitted if no newer item comes
+        # --- Written by the source's thread only; read by the timer --------------
+        self._held: tuple[T, float] | None = None  # the latest item and its deadline
+        # --- Guarded by self._lock -------------------------------------------------
+        self._taken: tuple[T, float] | None = None  # the last box emitted (or dropped at the end)
+        self._armed = False  # a timer is set, or about to be; read racily by on_next
 
     def on_next(self, item: T) -> None:
         """Hold ``item`` in place of the one before; it is emitted after ``seconds`` without a newer one.
@@ -61,45 +69,52 @@ class _Debounce(TimedStage[T]):
         """
         if item is None:
             raise none_error("item", "2.13")
-        if self.cancelled:
-            return
-        deadline = self._now() + self._seconds
+        self._held = (item, self._now() + self._seconds)
+        if not self._armed:
+            self._arm(self._seconds)
+
+    def _arm(self, delay: float) -> None:
         with self._lock:
-            self._latest = item
-            self._deadline = deadline
-            if self._timer is None:
-                self.set_timer_locked(lambda: self._scheduler.schedule(self._fire, self._seconds))
+            if self._armed or self._stopped:
+                return
+            self._armed = True
+            self.set_timer_locked(lambda: self._scheduler.schedule(self._fire, delay))
 
     def _fire(self) -> None:
         with self._lock:
             self._timer = None
-            item = self._latest
-            if item is _NOTHING:
-                return
-            left = self._deadline - self._now()
-            if left > TOLERANCE:  # a newer item came meanwhile: wait for its deadline
-                self.set_timer_locked(lambda: self._scheduler.schedule(self._fire, left))
-                return
-            self._latest = _NOTHING
-            self.admit_locked(item, "an item")
+            held = self._held
+            if held is not None and held is not self._taken:
+                left = held[1] - self._now()
+                if left > TOLERANCE:  # a newer item came meanwhile: wait for its deadline
+                    self.set_timer_locked(lambda: self._scheduler.schedule(self._fire, left))
+                    return
+                self._taken = held
+                self.admit_locked(held[0], "an item")
+            self._armed = False
+        newer = self._held
+        if newer is not held and newer is not None:  # came after the read above, and saw _armed set
+            self._arm(max(0.0, newer[1] - self._now()))
         self._signal()
 
     def _upstream_completed_locked(self) -> None:
-        item, self._latest = self._latest, _NOTHING
-        if item is not _NOTHING:
-            self.admit_locked(item, "its last item")
+        held = self._held
+        if held is not None and held is not self._taken:
+            self._taken = held
+            self.admit_locked(held[0], "its last item")
 
 
 class _Sample(TimedStage[T]):
-    """Keeps the latest item; a periodic timer emits it, if there is one."""
+    """Holds the latest item; a periodic timer emits it, if it is not the one emitted last."""
 
-    __slots__ = ("_latest", "_period", "_scheduler")
+    __slots__ = ("_held", "_period", "_scheduler", "_taken")
 
     def __init__(self, downstream: Subscriber[T], period: float, scheduler: Scheduler) -> None:
         super().__init__(downstream, "sample")
         self._scheduler = scheduler
         self._period = period
-        self._latest: Any = _NOTHING  # guarded by self._lock
+        self._held: tuple[T] | None = None  # written by the source's thread only: the latest item, boxed
+        self._taken: tuple[T] | None = None  # guarded by self._lock: the last box emitted
 
     def _start(self, subscription: Subscription) -> None:
         with self._lock:
@@ -114,18 +129,15 @@ class _Sample(TimedStage[T]):
         """
         if item is None:
             raise none_error("item", "2.13")
-        if self.cancelled:
-            return
-        with self._lock:
-            self._latest = item
+        self._held = (item,)
 
     def _tick(self) -> None:
         with self._lock:
-            item = self._latest
-            if item is _NOTHING:
+            held = self._held
+            if held is None or held is self._taken:
                 return
-            self._latest = _NOTHING
-            self.admit_locked(item, "a sample")
+            self._taken = held
+            self.admit_locked(held[0], "a sample")
         self._signal()
 
 

@@ -59,18 +59,24 @@ class _Windows(TimedStage[UnicastPublisher[T]], Generic[T]):
         self._gone = False  # the outer subscriber cancelled (or raised): open no new window
 
     def open_window(self) -> UnicastPublisher[T] | None:
-        """Make a window and queue it for the outer subscriber (no demand check); ``None`` if it is gone."""
+        """Make a window and queue it for the outer subscriber (no demand check); ``None`` if it is gone.
+
+        The caller keeps the window, then calls :meth:`_signal` to emit it
+        (the outer subscriber may raise there: the window is kept by then).
+        """
         window: UnicastPublisher[T] = UnicastPublisher("window", lambda: self._window_done(window))
         with self._lock:
             if self._gone or self._stopped:
                 return None
             self._live.add(window)
             self.queue_locked(window)
-        self._signal()
         return window
 
     def admit_window(self) -> UnicastPublisher[T] | None:
-        """Make a window due now (time-driven): the outer subscriber must have demand for it, else the stream fails."""
+        """Make a window due now (time-driven): the outer subscriber must have demand for it, else the stream fails.
+
+        As for :meth:`open_window`, the caller signals after keeping it.
+        """
         window: UnicastPublisher[T] = UnicastPublisher("window", lambda: self._window_done(window))
         with self._lock:
             if self._gone or self._stopped:
@@ -78,7 +84,6 @@ class _Windows(TimedStage[UnicastPublisher[T]], Generic[T]):
             admitted = self.admit_locked(window, "a window")
             if admitted:
                 self._live.add(window)
-        self._signal()
         return window if admitted else None
 
     def close_window(self, window: UnicastPublisher[T], error: BaseException | None = None) -> None:
@@ -97,13 +102,18 @@ class _Windows(TimedStage[UnicastPublisher[T]], Generic[T]):
             self._release_source()
 
     def _cancel_upstream(self) -> None:
-        # The outer subscriber is gone: the windows it never received are dropped, the others go on.
+        # The outer subscriber is gone: the windows it never received are dropped, the others go on;
+        # if it raised (rule 2.13), the stream is broken: the open windows complete and the source goes.
         with self._lock:
             self._gone = True
             for window in self._items:
                 self._live.discard(window)
             self._items.clear()
-            release = not self._live
+            broken = self._broken
+            windows = list(self._live) if broken else []
+            release = broken or not self._live
+        for window in windows:
+            self.close_window(window)
         if release:
             self._release_source()
 
@@ -177,7 +187,8 @@ class _CountWindows(_Windows[T]):
         if self._stopped:
             return
         windows = self._windows
-        if self._index % self._skip == 0:
+        opened = self._index % self._skip == 0
+        if opened:
             window = self.open_window()
             if window is not None:
                 windows.append([window, self._count])
@@ -187,6 +198,8 @@ class _CountWindows(_Windows[T]):
             entry[1] -= 1
         while windows and windows[0][1] == 0:
             self.close_window(windows.popleft()[0])
+        if opened:
+            self._signal()  # emit the new window, with its first item in it
 
     def on_error(self, error: BaseException) -> None:
         """Fail every open window, then the outer stream.
@@ -274,6 +287,7 @@ class _TimeWindows(_Windows[T]):
     def _start(self, subscription: Subscription) -> None:
         """Emit the first window (the outer subscriber must have asked for one), start the clock, request everything."""
         self._current = self.admit_window()
+        self._signal()
         if self._current is None:
             return  # no demand: the stream failed with MissingBackpressureError
         with self._lock:
@@ -325,6 +339,7 @@ class _TimeWindows(_Windows[T]):
             self.close_window(current)
         self._filled = 0
         self._current = self.admit_window()
+        self._signal()
 
     def _end(self, error: BaseException | None) -> None:
         current, self._current = self._current, None

@@ -1,4 +1,4 @@
-"""buffer(count): lists of count items; request(n) asks for n * count."""
+"""buffer(count) and buffer_with_time(timespan): lists of items, by count or by time."""
 
 from __future__ import annotations
 
@@ -148,3 +148,31 @@ def test_buffer_with_time_bad_arguments_raise() -> None:
         operators.buffer_with_time(just(1), 0)
     with pytest.raises(ValueError, match=r"^max_count must be positive, got 0$"):
         operators.buffer_with_time(just(1), 1, 0)
+
+
+def test_buffer_with_time_on_next_raising_keyboard_interrupt_at_a_tick_cancels_and_propagates() -> None:
+    scheduler = TestScheduler()
+    source = HotSource()
+    recorder = Recorder(initial=5, on_next_hook=_interrupt)
+    operators.buffer_with_time(source, 1.0, scheduler=scheduler).subscribe(recorder)
+    source.emit(1)
+    with pytest.raises(KeyboardInterrupt):
+        scheduler.advance_time_by(1.0)
+    assert recorder.items == [[1]]
+    assert source.cancelled
+    assert scheduler.pending == 0
+
+
+def test_buffer_with_time_snapshot_reports_the_lists_waiting_for_demand() -> None:
+    scheduler = TestScheduler()
+    source = HotSource()
+    publisher = operators.buffer_with_time(source, 1.0, scheduler=scheduler)
+    subscriber = Flowable(publisher).test(initial_request=0)
+    subscriber.request(2)
+    (reading,) = publisher.snapshot().subscribers  # type: ignore[attr-defined]
+    assert reading.demand == 2
+    assert reading.buffered == 0
+
+
+def _interrupt(item: Any) -> None:
+    raise KeyboardInterrupt

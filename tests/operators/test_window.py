@@ -16,6 +16,7 @@ from flowpy.sources import RangePublisher
 from flowpy.testing import TestScheduler, TestSubscriber
 from tests.context_helpers import ContextRecorder, in_context, in_fresh_thread
 from tests.operators.conftest import HotSource, Spy, drive, items_lists, patterns
+from tests.support import Recorder
 
 UNBOUNDED = 2**63 - 1
 
@@ -247,3 +248,23 @@ def test_time_window_boundaries_from_another_thread_keep_every_item_in_order(
     source.complete()
     assert [item for window in contents(outer.values) for item in window] == list(range(200))
     outer.assert_complete()
+
+
+def test_time_window_outer_on_next_raising_keyboard_interrupt_at_a_tick_propagates_and_stops_new_windows() -> None:
+    scheduler = TestScheduler()
+    source = HotSource()
+    calls: list[Any] = []
+
+    def interrupt_second(window: Any) -> None:
+        calls.append(window)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+
+    recorder = Recorder(initial=5, on_next_hook=interrupt_second)
+    operators.window_with_time(source, 1.0, scheduler=scheduler).subscribe(recorder)
+    with pytest.raises(KeyboardInterrupt):
+        scheduler.advance_time_by(1.0)
+    scheduler.advance_time_by(1.0)  # the second window is open: the outer is gone, so it closes and nothing follows
+    assert len(recorder.items) == 2
+    assert source.cancelled
+    assert scheduler.pending == 0
