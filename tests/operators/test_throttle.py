@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -312,3 +313,26 @@ def test_bad_times_raise_value_error(call: Callable[[], object], message: str) -
 @pytest.mark.timeout(60)
 def test_debounce_on_the_default_scheduler_emits_the_last_of_a_burst() -> None:
     Flowable.range(0, 1000).debounce(0.05).test().await_done(10).assert_result(999)
+
+
+@pytest.mark.parametrize("round_", range(8))
+@pytest.mark.parametrize("name", ["debounce", "sample"])
+def test_items_racing_the_timer_on_another_thread_keep_order_and_the_rules(
+    tiny_switch_interval: None, name: str, round_: int
+) -> None:
+    # The source's thread stores items without a lock while another thread fires the timers.
+    scheduler = TestScheduler()
+    source = HotSource()
+    subscriber: TestSubscriber[int] = TestSubscriber()
+    BUILDERS[name](source, scheduler).subscribe(subscriber)
+    advancer = threading.Thread(target=lambda: [scheduler.advance_time_by(0.5) for _ in range(300)])
+    advancer.start()
+    source.emit(*range(3000))
+    advancer.join(30)
+    source.complete()
+    subscriber.assert_no_errors().assert_complete()
+    values = subscriber.values
+    assert values == sorted(set(values))  # each item at most once, in order
+    if name == "debounce":
+        assert values[-1] == 2999  # the last item is emitted at completion, or was already
+    assert scheduler.pending == 0
