@@ -85,11 +85,19 @@ class UnicastPublisher(Publisher[T], Generic[T]):
     # --- The owner's side --------------------------------------------------------
 
     def push(self, item: T) -> None:
-        """Queue ``item`` for the subscriber (dropped if it cancelled)."""
+        """Queue ``item`` for the subscriber and let it be delivered (dropped if the subscriber ended it)."""
+        self.push_nowait(item)
+        self.flush()
+
+    def push_nowait(self, item: T) -> None:
+        """Queue ``item`` without delivering it yet; the owner calls :meth:`flush` after (outside its locks)."""
         inner = self._inner
-        with inner._lock:
-            inner.queue_locked(item)
-        inner.signal_if_subscribed()
+        if not inner._stopped:  # a racy read: an item queued as it stops is dropped with the queue
+            inner._items.append(item)
+
+    def flush(self) -> None:
+        """Deliver what is queued, as far as the subscriber's demand allows (on this thread, if it is idle)."""
+        self._inner.signal_if_subscribed()
 
     def complete(self) -> None:
         """End the stream once the queued items are delivered."""

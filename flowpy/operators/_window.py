@@ -16,13 +16,12 @@ Threading:  windows are emitted from the outer stream's drain, and their items
 
 from __future__ import annotations
 
+import threading
 from collections import deque
 from collections.abc import Callable
-from typing import Any, Final, Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from flowpy._checks import none_error, require, require_positive_int, require_publisher, require_seconds
-from flowpy._core.sentinels import Sentinel
-from flowpy._core.serial import SerialDrain
 from flowpy._demand import MAX_DEMAND, check_request
 from flowpy.flow import Publisher, Subscriber, Subscription
 from flowpy.operators._base import TrackedStagePublisher
@@ -34,8 +33,6 @@ from flowpy.schedulers import Scheduler, resolve_scheduler
 __all__ = ["window_with_count", "window_with_time"]
 
 T = TypeVar("T")
-
-_BOUNDARY: Final[Any] = Sentinel("BOUNDARY")  # window_with_time's timer: close the window, open the next
 
 
 def _cap(n: int) -> int:
@@ -264,12 +261,14 @@ def window_with_count(source: Publisher[T], count: int, skip: int | None = None)
 class _TimeWindows(_Windows[T]):
     """A window every ``timespan`` (and every ``max_count`` items), emitted when due.
 
-    The source's items and the timer's boundaries meet in one queue, handled
-    by a serial drain (``_work``): a window is never fed and closed at once
-    from two threads, and no lock is held while a window delivers.
+    The source's thread and the timer meet at ``_swap_lock``: it guards which
+    window is open, so an item goes into the window open when it arrived and
+    a window is completed only after the next took its place. No lock is
+    held while a window or the outer stream delivers (each delivers from its
+    own drain), and nothing queues between the source and the windows.
     """
 
-    __slots__ = ("_current", "_filled", "_max_count", "_scheduler", "_timespan", "_work", "_worker")
+    __slots__ = ("_current", "_filled", "_max_count", "_scheduler", "_swap_lock", "_timespan")
 
     def __init__(
         self, downstream: Subscriber[UnicastPublisher[T]], timespan: float, max_count: int | None, scheduler: Scheduler
@@ -278,17 +277,17 @@ class _TimeWindows(_Windows[T]):
         self._scheduler = scheduler
         self._timespan = timespan
         self._max_count = max_count
-        self._work: deque[Any] = deque()  # items and _BOUNDARY markers, appended by any thread
-        self._worker = SerialDrain.inline(self._handle)
-        # --- The worker only --------------------------------------------------------------
-        self._current: UnicastPublisher[T] | None = None  # the open window
+        self._swap_lock = threading.Lock()  # taken before self._lock, never after
+        # --- Guarded by self._swap_lock ----------------------------------------------
+        self._current: UnicastPublisher[T] | None = None  # the open window; None once none opens any more
         self._filled = 0  # items in it
 
     def _start(self, subscription: Subscription) -> None:
         """Emit the first window (the outer subscriber must have asked for one), start the clock, request everything."""
-        self._current = self.admit_window()
+        with self._swap_lock:
+            self._current = first = self.admit_window()
         self._signal()
-        if self._current is None:
+        if first is None:
             return  # no demand: the stream failed with MissingBackpressureError
         with self._lock:
             self.set_timer_locked(
@@ -296,53 +295,44 @@ class _TimeWindows(_Windows[T]):
             )
         super()._start(subscription)
 
+    def _swap_locked(self) -> UnicastPublisher[T] | None:
+        """Open the next window in place of the current one; return the one to close. Caller holds _swap_lock."""
+        old = self._current
+        self._current = self.admit_window() if old is not None else None
+        self._filled = 0
+        return old
+
     def _boundary(self) -> None:
-        self._work.append(_BOUNDARY)
-        self._worker.signal()
+        with self._swap_lock:
+            old = self._swap_locked()
+        if old is not None:
+            self.close_window(old)
+        self._signal()
 
     def on_next(self, item: T) -> None:
-        """Hand ``item`` to the worker, which puts it in the open window.
+        """Put ``item`` in the open window; a window with ``max_count`` items closes and the next opens.
 
         Raises:
             TypeError: if ``item`` is ``None`` (rule 2.13).
         """
         if item is None:
             raise none_error("item", "2.13")
-        if self._stopped:
-            return
-        self._work.append(item)
-        self._worker.signal()
-
-    def _handle(self, first: bool) -> bool:
-        work = self._work
-        while work:
-            entry = work.popleft()
-            if entry is _BOUNDARY:
-                self._next_window()
-                continue
-            if isinstance(entry, _End):
-                self._end(entry.error)
-                work.clear()
-                return False
+        with self._swap_lock:
             current = self._current
             if current is None:
-                continue  # the outer subscriber is gone and the last window closed
-            current.push(entry)
+                return  # no window opens any more: the stream is ending
+            current.push_nowait(item)
             self._filled += 1
-            if self._filled == self._max_count:
-                self._next_window()
-        return False
-
-    def _next_window(self) -> None:
-        current, self._current = self._current, None
-        if current is not None:
-            self.close_window(current)
-        self._filled = 0
-        self._current = self.admit_window()
-        self._signal()
+            full = self._swap_locked() if self._filled == self._max_count else None
+        current.flush()
+        if full is not None:
+            self.close_window(full)
+            self._signal()
 
     def _end(self, error: BaseException | None) -> None:
-        current, self._current = self._current, None
+        self._stop()
+        with self._swap_lock:
+            current, self._current = self._current, None
         if current is not None:
             self.close_window(current, error)
         if error is not None:
@@ -359,24 +349,11 @@ class _TimeWindows(_Windows[T]):
             TypeError: if ``error`` is ``None`` (rule 2.13).
         """
         require(error, "error", "2.13")
-        self._stop()
-        self._work.append(_End(error))
-        self._worker.signal()
+        self._end(error)
 
     def on_complete(self) -> None:
         """Complete the open window, then the outer stream."""
-        self._stop()
-        self._work.append(_End(None))
-        self._worker.signal()
-
-
-class _End:
-    """The source's terminal signal, in the worker's queue after its items."""
-
-    __slots__ = ("error",)
-
-    def __init__(self, error: BaseException | None) -> None:
-        self.error = error
+        self._end(None)
 
 
 def window_with_time(

@@ -268,3 +268,31 @@ def test_time_window_outer_on_next_raising_keyboard_interrupt_at_a_tick_propagat
     assert len(recorder.items) == 2
     assert source.cancelled
     assert scheduler.pending == 0
+
+
+def test_items_go_straight_to_the_open_window_while_the_outer_subscriber_is_busy_on_the_timer_thread() -> None:
+    # Nothing may queue inside the operator behind a busy boundary: the source would outrun it without bound.
+    scheduler = TestScheduler()
+    source = HotSource()
+    entered, release = threading.Event(), threading.Event()
+
+    class BusyOuter(TestSubscriber[Any]):
+        def on_next(self, item: Any) -> None:
+            super().on_next(item)
+            if len(self.values) == 2:  # the second window, emitted by the timer's boundary
+                entered.set()
+                release.wait(10)
+
+    outer = BusyOuter()
+    operators.window_with_time(source, 1.0, scheduler=scheduler).subscribe(outer)
+    advancer = threading.Thread(target=lambda: scheduler.advance_time_by(1.0))
+    advancer.start()
+    try:
+        assert entered.wait(10)
+        source.emit(*range(1000))
+        assert outer.values[1].queued == 1000
+    finally:
+        release.set()
+        advancer.join(10)
+    source.complete()
+    outer.assert_complete()
