@@ -1,6 +1,6 @@
 """Memory: the buffer stays bounded and the core leaks nothing, in both core implementations.
 
-    python benchmarks/memory.py [--items N] [--cycles C]
+    python benchmarks/memory.py [--items N] [--cycles C] [--operators-only]
 
 For each core implementation ("c" when it was built, and "python"), after a
 warm-up run of each workload, measures how much resident memory, ``gc``
@@ -15,6 +15,9 @@ object count and allocated blocks grow over:
   ``sample``, ``buffer_with_time``, the windows) into a slow subscriber
   (benchmarks/_time_workloads.py), once, with the peak resident memory
   during the run as well: it must stay flat, within the same budget.
+- ``N`` items through each operator that holds items (``take_last``,
+  ``concat_map``, ``switch_map``, ``combine_latest``, ``retry``) to a
+  subscriber that requests one item at a time (benchmarks/_buffering.py).
 
 A reference the core forgot to release would keep each item or subscriber
 alive and show as growth proportional to ``N`` or ``C``. For scale it also
@@ -33,6 +36,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from benchmarks._buffering import WORKLOADS as BUFFERING
 from benchmarks._common import machine
 from benchmarks._leaks import Footprint, footprint, never_requesting, resident_mb, stream, subscribe_cancel
 from benchmarks._time_workloads import WORKLOADS, run
@@ -74,8 +78,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--items", type=int, default=10_000_000)
     parser.add_argument("--cycles", type=int, default=200_000)
+    parser.add_argument("--operators-only", action="store_true", help="only the operators that hold items")
     args = parser.parse_args()
     implementations = ["c", "python"] if _impl.CBufferedSubscription is not None else ["python"]
+    if args.operators_only:
+        implementations = []
     pool = DaemonThreadPool(2)
     print(f"\nmemory ({machine()})")
     print(f"{'core':<8} {'workload':<46} {'result':>12} {'resident MB':>12} {'gc objects':>11} {'blocks':>9}")
@@ -108,6 +115,16 @@ def main() -> None:
         )
         if max(growth.resident_mb, peak) >= BUDGET_MB:
             over_budget.append(f"time: {name}: {growth.resident_mb:.2f} MB, peak {peak:.2f} MB")
+    # --- Operators that hold items, under a subscriber that asks for one at a time ---
+    print(f"\n{'operator':<46} {'items':>12} {'delivered':>12} {'resident MB':>12} {'gc objects':>11} {'blocks':>9}")
+    for name, workload in BUFFERING:
+        delivered, growth = measure(workload, args.items)
+        print(
+            f"{name:<46} {args.items:>12,} {delivered:>12,} {growth.resident_mb:>12.2f} "
+            f"{growth.gc_objects:>11,} {growth.blocks:>9,}"
+        )
+        if growth.resident_mb >= BUDGET_MB:
+            over_budget.append(f"{name}: {growth.resident_mb:.2f} MB")
 
     before_list = resident_mb()
     kept = list(range(1_000_000, 1_000_000 + min(args.items, 1_000_000)))

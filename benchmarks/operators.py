@@ -1,6 +1,6 @@
 """Throughput of the operators against plain Python baselines, in one run.
 
-    python benchmarks/operators.py [--items N] [--repetitions R] [--context]
+    python benchmarks/operators.py [--items N] [--repetitions R] [--context | --inner]
 
 Two comparisons, each a ratio measured side by side in the same process:
 
@@ -14,6 +14,11 @@ Two comparisons, each a ratio measured side by side in the same process:
   range produces only inside ``request``: with ``subscribe_on`` each batch of
   192 items waits for a thread to wake up; with ``observe_on`` alone the
   drain's own requests make it emit on the drain's thread.
+
+* inner publishers: ``concat_map`` and ``switch_map`` against ``flat_map``
+  (the baseline), over ``N`` items in two shapes: ``N`` source items each
+  mapped to a one-item publisher (``N`` inners), and ``N // 1000`` items each
+  mapped to 1,000 (``Flowable.range``), into a no-op subscriber.
 
 ``--context`` measures instead what context propagation costs
 (flowpy/_context.py): the observe_on hand-off and a ``merge`` of two
@@ -113,6 +118,51 @@ def merge_two_pools(items: int) -> int:
     return items
 
 
+def _inner_run(flowable: Flowable[int], items: int) -> int:
+    sink = NoOp()
+    flowable.subscribe(sink)
+    if not sink.done.is_set():
+        raise RuntimeError("a synchronous pipeline did not complete")
+    return items
+
+
+def inner_cases(n: int) -> list[tuple[str, Callable[[], int]]]:
+    """flat_map, concat_map and switch_map over n items: n one-item inners, then n // 1000 inners of 1,000."""
+    groups = max(1, n // 1000)
+    operators: list[tuple[str, Callable[[Flowable[int], Callable[[int], Flowable[int]]], Flowable[int]]]] = [
+        ("flat_map", lambda source, fn: source.flat_map(fn)),
+        ("concat_map", lambda source, fn: source.concat_map(fn)),
+        ("switch_map", lambda source, fn: source.switch_map(fn)),
+    ]
+    cases: list[tuple[str, Callable[[], int]]] = []
+    for name, apply in operators:
+        cases.append(
+            (
+                f"{name}, {n:,} inners of 1 (just)",
+                lambda apply=apply: _inner_run(apply(Flowable.range(0, n), Flowable.just), n),
+            )
+        )
+    for name, apply in operators:
+        cases.append(
+            (
+                f"{name}, {groups:,} inners of 1,000 (range)",
+                lambda apply=apply: _inner_run(
+                    apply(Flowable.range(0, groups), lambda x: Flowable.range(x, 1000)), groups * 1000
+                ),
+            )
+        )
+    return cases
+
+
+def print_inner_tables(n: int, reps: int) -> None:
+    """Both shapes of :func:`inner_cases`, all six cases interleaved; each table's ratios are to its flat_map."""
+    rows = interleaved_rates(inner_cases(n), reps)
+    for shape in (rows[:3], rows[3:]):
+        print_table(
+            f"inner publishers: items/s, median of {reps} interleaved, {n:,} items", shape, {"flat_map": shape[0][0]}
+        )
+
+
 def context_cases(n: int) -> list[tuple[str, Callable[[], int]]]:
     """The observe_on hand-off and merge, each with context propagation on and off."""
     cases: list[tuple[str, Callable[[], int]]] = []
@@ -143,6 +193,7 @@ def main() -> None:
     parser.add_argument("--items", type=int, default=1_000_000)
     parser.add_argument("--repetitions", type=int, default=5)
     parser.add_argument("--context", action="store_true", help="measure context propagation on against off")
+    parser.add_argument("--inner", action="store_true", help="measure only the inner-publisher operators")
     args = parser.parse_args()
     n, reps = args.items, args.repetitions
     if args.context:
@@ -155,6 +206,9 @@ def main() -> None:
                 {"observe_on on": "from_iterable(pool A).observe_on(pool B), context on"},
             )
         return
+    if args.inner:
+        print_inner_tables(n, reps)
+        return
     fusion_cases: list[tuple[str, Callable[[], int]]] = [
         ("generator expressions, for loop", lambda: generator_pipeline(n)),
         ("Flowable range.map.filter.take (fused)", lambda: fused_pipeline(n)),
@@ -165,6 +219,7 @@ def main() -> None:
             interleaved_rates(fusion_cases, reps, clock),
             {"generators": "generator expressions, for loop"},
         )
+    print_inner_tables(n, reps)
     hand_off_rows = interleaved_rates(
         [
             ("SubmissionPublisher 1 -> 1", lambda: flowpy_run(1, 1, n)),

@@ -17,7 +17,7 @@ delivers the upstream's items.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Iterable
+from collections.abc import AsyncIterator, Callable, Hashable, Iterable
 from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
 
@@ -26,8 +26,15 @@ from flowpy._checks import require_publisher, require_subscriber
 from flowpy._core.sentinels import NO_INITIAL
 from flowpy._demand import MAX_DEMAND
 from flowpy.executors import DEFAULT, Default, Executor
-from flowpy.flow import Publisher, Subscriber, default_buffer_size
-from flowpy.operators import BackpressureStrategy, ConnectablePublisher, OverflowPolicy, TimeInterval, Timestamped
+from flowpy.flow import Publisher, Subscriber, Subscription, default_buffer_size
+from flowpy.operators import (
+    BackpressureStrategy,
+    ConnectablePublisher,
+    Notification,
+    OverflowPolicy,
+    TimeInterval,
+    Timestamped,
+)
 from flowpy.schedulers import Scheduler
 from flowpy.subscribers import BlockingIterator, LambdaSubscriber
 from flowpy.testing import TestSubscriber
@@ -134,6 +141,34 @@ class Flowable(Publisher[T_co]):
     def timer(delay: float, *, scheduler: Scheduler | None = None) -> Flowable[int]:
         """Emit 0 after ``delay`` seconds, then complete (see :func:`flowpy.operators.timer`)."""
         return Flowable(operators.timer(delay, scheduler=scheduler))
+
+    # --- Sources: defer, using, combine_latest, amb ------------------------
+
+    @staticmethod
+    def defer(factory: Callable[[], Publisher[T]]) -> Flowable[T]:
+        """A publisher made by ``factory()`` for each subscriber (see :func:`flowpy.operators.defer`)."""
+        return Flowable(operators.defer(factory))
+
+    @staticmethod
+    def using(
+        resource_factory: Callable[[], R],
+        flowable_factory: Callable[[R], Publisher[T]],
+        disposer: Callable[[R], object],
+    ) -> Flowable[T]:
+        """Stream from a resource made and disposed of per subscriber (see :func:`flowpy.operators.using`)."""
+        return Flowable(operators.using(resource_factory, flowable_factory, disposer))
+
+    @staticmethod
+    def combine_latest(
+        *sources: Publisher[Any], combiner: Callable[..., Any] | None = None, prefetch: int = 256
+    ) -> Flowable[Any]:
+        """The latest items of all sources whenever one emits (see :func:`flowpy.operators.combine_latest`)."""
+        return Flowable(operators.combine_latest(*sources, combiner=combiner, prefetch=prefetch))
+
+    @staticmethod
+    def amb(*sources: Publisher[T]) -> Flowable[T]:
+        """Follow the first source that signals (see :func:`flowpy.operators.amb`)."""
+        return Flowable(operators.amb(*sources))
 
     # --- Subscribing ------------------------------------------------------
 
@@ -332,6 +367,130 @@ class Flowable(Publisher[T_co]):
     def time_interval(self, *, scheduler: Scheduler | None = None) -> Flowable[TimeInterval[T_co]]:
         """Emit each item with the seconds since the one before (fused; see :func:`flowpy.operators.time_interval`)."""
         return Flowable(operators.time_interval(self._publisher, scheduler=scheduler))
+
+    # --- Error recovery: retry, retry_when, on_error_resume, on_error_return ---
+
+    def retry(
+        self, times: int | None = None, *, predicate: Callable[[BaseException], object] | None = None
+    ) -> Flowable[T_co]:
+        """Resubscribe on failure, at most ``times`` times (see :func:`flowpy.operators.retry`)."""
+        return Flowable(operators.retry(self._publisher, times, predicate=predicate))
+
+    def retry_when(self, handler: Callable[[Flowable[BaseException]], Publisher[Any]]) -> Flowable[T_co]:
+        """Resubscribe when ``handler``'s publisher says so (see :func:`flowpy.operators.retry_when`)."""
+        return Flowable(operators.retry_when(self._publisher, handler))
+
+    def on_error_resume(self, fn: Callable[[BaseException], Publisher[T_co]]) -> Flowable[T_co]:
+        """Go on with ``fn(error)`` after a failure (see :func:`flowpy.operators.on_error_resume`)."""
+        return Flowable(operators.on_error_resume(self._publisher, fn))
+
+    def on_error_return(self, fn: Callable[[BaseException], T_co]) -> Flowable[T_co]:
+        """Emit ``fn(error)`` and complete after a failure (see :func:`flowpy.operators.on_error_return`)."""
+        return Flowable(operators.on_error_return(self._publisher, fn))
+
+    # --- Rx transforms: concat_map, switch_map, distinct, ... -----------------
+
+    def concat_map(self, fn: Callable[[T_co], Publisher[R]], prefetch: int = 2) -> Flowable[R]:
+        """Emit the publishers ``fn`` maps the items to, one after another (see :func:`flowpy.operators.concat_map`)."""
+        return Flowable(operators.concat_map(self._publisher, fn, prefetch))
+
+    def switch_map(self, fn: Callable[[T_co], Publisher[R]], *, prefetch: int = 256) -> Flowable[R]:
+        """Emit the publisher of the latest item only (see :func:`flowpy.operators.switch_map`)."""
+        return Flowable(operators.switch_map(self._publisher, fn, prefetch=prefetch))
+
+    def distinct(self, key_fn: Callable[[T_co], Hashable] | None = None) -> Flowable[T_co]:
+        """Drop items whose key was seen before (fused; see :func:`flowpy.operators.distinct`)."""
+        return Flowable(operators.distinct(self._publisher, key_fn))
+
+    def distinct_until_changed(self, key_fn: Callable[[T_co], object] | None = None) -> Flowable[T_co]:
+        """Drop an item whose key equals the last one's (fused; see :func:`flowpy.operators.distinct_until_changed`)."""
+        return Flowable(operators.distinct_until_changed(self._publisher, key_fn))
+
+    def with_latest_from(
+        self, other: Publisher[Any], combiner: Callable[[T_co, Any], Any] | None = None
+    ) -> Flowable[Any]:
+        """Pair each item with the latest of ``other`` (see :func:`flowpy.operators.with_latest_from`)."""
+        return Flowable(operators.with_latest_from(self._publisher, other, combiner))
+
+    def start_with(self, *items: T_co) -> Flowable[T_co]:  # type: ignore[misc]
+        """Emit ``items`` first (see :func:`flowpy.operators.start_with`)."""
+        return Flowable(operators.start_with(self._publisher, *items))
+
+    def default_if_empty(self, item: T_co) -> Flowable[T_co]:  # type: ignore[misc]
+        """Emit ``item`` if the stream is empty (see :func:`flowpy.operators.default_if_empty`)."""
+        return Flowable(operators.default_if_empty(self._publisher, item))
+
+    def repeat(self, times: int | None = None) -> Flowable[T_co]:
+        """Subscribe ``times`` times in all, one after another (see :func:`flowpy.operators.repeat`)."""
+        return Flowable(operators.repeat(self._publisher, times))
+
+    def materialize(self) -> Flowable[Notification[T_co]]:
+        """Every signal as a :class:`~flowpy.operators.Notification` item (see :func:`flowpy.operators.materialize`)."""
+        return Flowable(operators.materialize(self._publisher))
+
+    def dematerialize(self: Flowable[Notification[R]]) -> Flowable[R]:
+        """Notification items back into signals (fused; see :func:`flowpy.operators.dematerialize`)."""
+        return Flowable(operators.dematerialize(self._publisher))
+
+    # --- Rx filters: skip_while, take_until, take_last, element_at, ... -------
+
+    def skip_while(self, predicate: Callable[[T_co], object]) -> Flowable[T_co]:
+        """Drop items while ``predicate`` holds (fused; see :func:`flowpy.operators.skip_while`)."""
+        return Flowable(operators.skip_while(self._publisher, predicate))
+
+    def take_until(self, other: Publisher[Any]) -> Flowable[T_co]:
+        """Emit until ``other`` emits or completes (see :func:`flowpy.operators.take_until`)."""
+        return Flowable(operators.take_until(self._publisher, other))
+
+    def take_last(self, count: int) -> Flowable[T_co]:
+        """Emit the last ``count`` items at the end (see :func:`flowpy.operators.take_last`)."""
+        return Flowable(operators.take_last(self._publisher, count))
+
+    def element_at(self, index: int) -> Flowable[T_co]:
+        """Emit only the item at ``index`` (fused; see :func:`flowpy.operators.element_at`)."""
+        return Flowable(operators.element_at(self._publisher, index))
+
+    def first(self) -> Flowable[T_co]:
+        """Emit only the first item (fused; see :func:`flowpy.operators.first`)."""
+        return Flowable(operators.first(self._publisher))
+
+    def last(self) -> Flowable[T_co]:
+        """Emit only the last item, at the end (see :func:`flowpy.operators.last`)."""
+        return Flowable(operators.last(self._publisher))
+
+    def ignore_elements(self) -> Flowable[T_co]:
+        """Pass on only the terminal signal (see :func:`flowpy.operators.ignore_elements`)."""
+        return Flowable(operators.ignore_elements(self._publisher))
+
+    # --- Hooks: do_on_*, do_finally ---------------------------------------------
+
+    def do_on_next(self, fn: Callable[[T_co], object]) -> Flowable[T_co]:
+        """Call ``fn(item)`` for each item (fused; see :func:`flowpy.operators.do_on_next`)."""
+        return Flowable(operators.do_on_next(self._publisher, fn))
+
+    def do_on_error(self, fn: Callable[[BaseException], object]) -> Flowable[T_co]:
+        """Call ``fn(error)`` on failure (see :func:`flowpy.operators.do_on_error`)."""
+        return Flowable(operators.do_on_error(self._publisher, fn))
+
+    def do_on_complete(self, fn: Callable[[], object]) -> Flowable[T_co]:
+        """Call ``fn()`` on completion (see :func:`flowpy.operators.do_on_complete`)."""
+        return Flowable(operators.do_on_complete(self._publisher, fn))
+
+    def do_on_subscribe(self, fn: Callable[[Subscription], object]) -> Flowable[T_co]:
+        """Call ``fn(subscription)`` on subscribe (see :func:`flowpy.operators.do_on_subscribe`)."""
+        return Flowable(operators.do_on_subscribe(self._publisher, fn))
+
+    def do_on_request(self, fn: Callable[[int], object]) -> Flowable[T_co]:
+        """Call ``fn(n)`` for each request (see :func:`flowpy.operators.do_on_request`)."""
+        return Flowable(operators.do_on_request(self._publisher, fn))
+
+    def do_on_cancel(self, fn: Callable[[], object]) -> Flowable[T_co]:
+        """Call ``fn()`` on cancel (see :func:`flowpy.operators.do_on_cancel`)."""
+        return Flowable(operators.do_on_cancel(self._publisher, fn))
+
+    def do_finally(self, fn: Callable[[], object]) -> Flowable[T_co]:
+        """Call ``fn()`` once the stream is over (see :func:`flowpy.operators.do_finally`)."""
+        return Flowable(operators.do_finally(self._publisher, fn))
 
     # --- Terminals ----------------------------------------------------------
 

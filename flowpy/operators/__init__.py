@@ -7,8 +7,10 @@ subscriber translated upstream as its docstring says (see
 each). :class:`flowpy.flowable.Flowable` offers the same operations as
 chained methods.
 
-Fusion: ``map``, ``filter``, ``take``, ``skip``, ``take_while`` and ``scan``
-(and the time steps ``throttle_first``, ``timestamp``, ``time_interval``)
+Fusion: ``map``, ``filter``, ``take``, ``skip``, ``take_while``, ``scan``,
+``skip_while``, ``distinct``, ``distinct_until_changed``, ``do_on_next``,
+``dematerialize`` (and ``first``, ``element_at``, made of ``take`` and ``skip``),
+and the time steps ``throttle_first``, ``timestamp`` and ``time_interval``,
 applied to one another run as one stage, on the thread that delivers the
 upstream's signals, with no queue between them. ``observe_on``,
 ``subscribe_on``, ``merge``, ``concat``, ``zip``, ``flat_map``, ``buffer`` and
@@ -43,6 +45,28 @@ from flowpy.operators._timestamp import TimeInterval, Timestamped, time_interval
 from flowpy.operators._unicast import UnicastPublisher
 from flowpy.operators._window import window_with_count, window_with_time
 from flowpy.operators._zip import zip_ as zip
+
+# --- Rx vocabulary: sources, error recovery, transforms, filters, hooks ---
+# isort: split
+from flowpy.operators._amb import amb
+from flowpy.operators._combine import combine_latest, with_latest_from
+from flowpy.operators._defer import defer, using
+from flowpy.operators._distinct import distinct, distinct_until_changed
+from flowpy.operators._hooks import (
+    do_finally,
+    do_on_cancel,
+    do_on_complete,
+    do_on_error,
+    do_on_next,
+    do_on_request,
+    do_on_subscribe,
+)
+from flowpy.operators._notification import Notification, NotificationKind, dematerialize, materialize
+from flowpy.operators._recover import on_error_resume, on_error_return, retry, retry_when
+from flowpy.operators._select import element_at, first, ignore_elements, last, take_last, take_until
+from flowpy.operators._sequential import concat_map, default_if_empty, repeat, start_with
+from flowpy.operators._switch import switch_map
+from flowpy.operators._take import skip_while
 
 __all__ = [
     "BackpressureStrategy",
@@ -89,4 +113,42 @@ __all__ = [
     "window_with_count",
     "window_with_time",
     "zip",
+]
+
+# --- Rx vocabulary: sources, error recovery, transforms, filters, hooks ---
+__all__ += [
+    "Notification",
+    "NotificationKind",
+    "amb",
+    "combine_latest",
+    "concat_map",
+    "default_if_empty",
+    "defer",
+    "dematerialize",
+    "distinct",
+    "distinct_until_changed",
+    "do_finally",
+    "do_on_cancel",
+    "do_on_complete",
+    "do_on_error",
+    "do_on_next",
+    "do_on_request",
+    "do_on_subscribe",
+    "element_at",
+    "first",
+    "ignore_elements",
+    "last",
+    "materialize",
+    "on_error_resume",
+    "on_error_return",
+    "repeat",
+    "retry",
+    "retry_when",
+    "skip_while",
+    "start_with",
+    "switch_map",
+    "take_last",
+    "take_until",
+    "using",
+    "with_latest_from",
 ]

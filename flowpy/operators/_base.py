@@ -16,6 +16,7 @@ from flowpy._checks import (
     require,
     require_subscriber,
 )
+from flowpy._core.sentinels import Sentinel
 from flowpy._core.serial import SerialDrain
 from flowpy._core.upstream import UpstreamSlot
 from flowpy._demand import MAX_DEMAND, add_demand, check_request
@@ -28,6 +29,7 @@ from flowpy.snapshots import PublisherSnapshot
 __all__ = [
     "CancelledSubscription",
     "DemandDrain",
+    "HalfSerial",
     "Relay",
     "StagePublisher",
     "TrackedStagePublisher",
@@ -351,3 +353,79 @@ class Relay(Subscriber[Any], Subscription):
             upstream.request(n)
             return None
         return upstream
+
+
+_NO_TERMINAL = Sentinel("NO_TERMINAL")
+_COMPLETE = Sentinel("COMPLETE")
+
+
+class HalfSerial:
+    """Keeps a stage's signals serial when its terminal signal may come from a second thread (rule 1.3).
+
+    Items come from one delivering thread at a time (the stage's upstream
+    keeps rule 1.3 itself), through :meth:`on_next`. The terminal signal may
+    come from that thread or from any other (a second publisher the stage
+    listens to, an invalid ``request``), through :meth:`terminate`, which
+    claims it: the first claim wins, later ones do nothing. If an
+    :meth:`on_next` is under way on another thread, that thread sends the
+    terminal signal when its call returns, so the downstream never has two
+    of its methods running at once and nothing follows the terminal signal
+    (RxJava's ``HalfSerializer``).
+
+    This keeps a lock off the per-item path: each side writes its own field
+    first and reads the other side's second (``_emitting`` in
+    :meth:`on_next`, ``_pending`` in :meth:`terminate`), and CPython orders
+    these plain reads and writes, so at least one of the two sees the other.
+    """
+
+    __slots__ = ("_downstream", "_emitting", "_lock", "_pending", "terminated")
+
+    def __init__(self, downstream: Subscriber[Any]) -> None:
+        self._downstream = downstream
+        self._emitting = 0  # written by the delivering thread only: on_next calls under way
+        self._lock = threading.Lock()
+        # --- Written under self._lock ---------------------------------------
+        self._pending: object = _NO_TERMINAL  # the claimed terminal: an exception or _COMPLETE; set once
+        # The terminal signal went (or is going) downstream, or the downstream
+        # raised in on_next (then written by the delivering thread); set once.
+        self.terminated = False
+
+    def on_next(self, item: Any) -> None:
+        """Pass ``item`` downstream unless a terminal signal was claimed; delivering thread only."""
+        self._emitting += 1
+        try:
+            if self._pending is _NO_TERMINAL:
+                self._downstream.on_next(item)
+        except BaseException:
+            self.terminated = True  # the downstream broke rule 2.13: nothing more goes to it
+            raise
+        finally:
+            self._emitting -= 1
+        if self._pending is not _NO_TERMINAL:
+            self._flush()
+
+    def terminate(self, error: BaseException | None) -> bool:
+        """Claim the terminal signal: ``on_error(error)``, or ``on_complete()`` if ``error`` is ``None``.
+
+        It goes downstream now, unless an :meth:`on_next` is under way on
+        another thread, which then sends it. Returns whether this call
+        claimed it.
+        """
+        with self._lock:
+            if self._pending is not _NO_TERMINAL:
+                return False
+            self._pending = _COMPLETE if error is None else error
+        if not self._emitting:
+            self._flush()
+        return True
+
+    def _flush(self) -> None:
+        with self._lock:
+            if self.terminated:
+                return
+            self.terminated = True
+        pending = self._pending
+        if pending is _COMPLETE:
+            self._downstream.on_complete()
+        else:
+            self._downstream.on_error(pending)  # type: ignore[arg-type]  # an exception: see terminate()

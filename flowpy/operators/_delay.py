@@ -20,13 +20,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Generic, TypeVar
 
-from flowpy._checks import none_error, require, require_positive_int, require_publisher, require_seconds
-from flowpy._context import capture
-from flowpy._signals import signal_subscribe
-from flowpy.flow import Publisher, Subscriber, Subscription
-from flowpy.operators._arbiter import SubscriptionArbiter
+from flowpy._checks import none_error, require_positive_int, require_publisher, require_seconds
+from flowpy.flow import Publisher, Subscriber
 from flowpy.operators._base import StagePublisher, TrackedStagePublisher
 from flowpy.operators._observe_on import OnDemandDrain, OnDemandHead
+from flowpy.operators._sequence import SequenceStage
 from flowpy.operators._timed import TOLERANCE
 from flowpy.operators._tracking import Stage
 from flowpy.schedulers import Cancellable, Scheduler, resolve_scheduler
@@ -209,81 +207,34 @@ def delay(
     return TrackedStagePublisher("delay", connect, prefetch)
 
 
-class _DelaySubscription(SubscriptionArbiter, Subscriber[T], Generic[T]):
-    """The subscriber's subscription from the start; the source's subscriber once the delay is over."""
+class _DelaySubscription(SequenceStage):
+    """A sequence of one publisher, subscribed when the delay is over."""
 
-    __slots__ = ("_context", "_downstream", "_scheduler", "_seconds", "_source", "_subscribed", "_timer")
+    __slots__ = ("_scheduler", "_seconds", "_source", "_timer")
 
-    def __init__(self, downstream: Subscriber[T], source: Publisher[T], seconds: float, scheduler: Scheduler) -> None:
-        super().__init__()
-        self._downstream = downstream
+    def __init__(
+        self, downstream: Subscriber[Any], source: Publisher[Any], seconds: float, scheduler: Scheduler
+    ) -> None:
+        super().__init__(downstream)
         self._source = source
         self._seconds = seconds
         self._scheduler = scheduler
-        self._context = capture()  # the subscriber's, for the late subscribe
-        # --- Guarded by self._arbiter_lock ----------------------------------------
-        self._timer: Cancellable | None = None
-        self._subscribed = False  # the source's on_subscribe came (rule 2.5 for any later one)
+        self._timer: Cancellable | None = None  # guarded by self._lock
 
-    def start(self) -> None:
-        """Hand the subscriber its subscription, then start the delay."""
-        if not signal_subscribe(self._downstream, self):
-            return
-        with self._arbiter_lock:
-            if not self.is_cancelled:
-                self._timer = self._scheduler.schedule(self._subscribe_source, self._seconds)
+    def _started(self) -> None:
+        with self._lock:
+            if not self.cancelled:
+                self._timer = self._scheduler.schedule(self._due, self._seconds)
 
-    def _subscribe_source(self) -> None:
-        if self.is_cancelled:
-            return
-        context = self._context
-        if context is None:
-            self._source.subscribe(self)
-        else:
-            context.run(self._source.subscribe, self)
+    def _due(self) -> None:
+        self._pending = self._source
+        self._resume()  # the stage's loop subscribes it, in the subscriber's context
 
-    def cancel(self) -> None:
-        """Cancel the delay, or the source's subscription; idempotent (rules 3.5, 3.7)."""
-        with self._arbiter_lock:
+    def _release(self) -> None:
+        with self._lock:
             timer, self._timer = self._timer, None
         if timer is not None:
             timer.cancel()
-        super().cancel()
-
-    def on_subscribe(self, subscription: Subscription) -> None:
-        """Take ``subscription`` as the upstream and request what the subscriber asked for meanwhile.
-
-        Raises:
-            TypeError: if ``subscription`` is ``None`` (rule 2.13).
-        """
-        require(subscription, "subscription", "2.13")
-        with self._arbiter_lock:
-            second, self._subscribed = self._subscribed, True
-            self._timer = None
-        if second:
-            subscription.cancel()  # rule 2.5
-            return
-        self.set_upstream(subscription)
-
-    def on_next(self, item: T) -> None:
-        """Pass ``item`` on."""
-        if not self.is_cancelled:
-            self._downstream.on_next(item)
-
-    def on_error(self, error: BaseException) -> None:
-        """Pass the source's error on.
-
-        Raises:
-            TypeError: if ``error`` is ``None`` (rule 2.13).
-        """
-        require(error, "error", "2.13")
-        if not self.is_cancelled:
-            self._downstream.on_error(error)
-
-    def on_complete(self) -> None:
-        """Pass the source's completion on."""
-        if not self.is_cancelled:
-            self._downstream.on_complete()
 
 
 def delay_subscription(source: Publisher[T], seconds: float, *, scheduler: Scheduler | None = None) -> Publisher[T]:
@@ -300,7 +251,8 @@ def delay_subscription(source: Publisher[T], seconds: float, *, scheduler: Sched
     subscribe runs on the scheduler's executor, in the subscriber's
     ``contextvars`` context.
 
-    Demand: passed through (held until ``source`` is subscribed).
+    Demand: passed through (held until ``source`` is subscribed); an
+    invalid ``request(n)`` ends the stream at once (rule 3.9).
 
     Raises:
         TypeError: if ``source`` is not a publisher, ``seconds`` is not a

@@ -93,7 +93,8 @@ class Step(ABC):
     def code(self, index: int, rest: list[str]) -> list[str]:
         """Return source lines that apply this step to ``item`` and then run ``rest``.
 
-        The lines may call ``complete()`` (end the stream early), count a drop
+        The lines may call ``complete()`` (end the stream early),
+        ``stage.finish(error)`` (end it with ``error``), count a drop
         (``filter``: ``dropped<index> += 1``), and use the names returned by
         :meth:`arguments` and :meth:`state`.
         """
@@ -135,7 +136,7 @@ def _compile(steps: tuple[Step, ...]) -> tuple[Factory, dict[str, object]]:
     counts = ", ".join(f"({name[len('dropped') :]}, {name})" for name in drops)
     variables = ", ".join(["credit", *state])
     source = [
-        f"def make(stage, emit, complete, fail, {', '.join(arguments) or '_'}):",
+        f"def make({', '.join(['stage', 'emit', 'complete', 'fail', *arguments])}):",
         *[f"    {name} = {initial}" for name, initial in state.items()],
         "    live = True",
         "    credit = 0",
@@ -276,13 +277,21 @@ class FusedSubscriber(Relay, Generic[T_co]):
 
     def _fail(self, error: BaseException) -> None:
         """A step raised: cancel upstream, then ``on_error``; then :func:`~flowpy._signals.reraise_fatal`."""
-        if not self._end():  # cancelled meanwhile, or the downstream's on_complete raised
+        if not self.finish(error):  # cancelled meanwhile, or the downstream's on_complete raised
             report(error, f"{type(self).__name__} could not signal an error after its end")
-        else:
-            assert self.upstream is not None
-            self.upstream.cancel()
-            self._downstream.on_error(error)
         reraise_fatal(error)
+
+    def finish(self, error: BaseException) -> bool:
+        """End the stage early with ``error`` (``dematerialize``): cancel upstream, then ``on_error``.
+
+        Returns whether the stage was still open; ``error`` is never re-raised here.
+        """
+        if not self._end():
+            return False
+        assert self.upstream is not None
+        self.upstream.cancel()
+        self._downstream.on_error(error)
+        return True
 
     def settle(self, credit: int, dropped: tuple[tuple[int, int], ...]) -> tuple[int, bool]:
         """See whether the drops are due; called by the compiled chain when ``credit <= 0``.

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 from flowpy._checks import none_error, require
 from flowpy._core.upstream import UpstreamSlot
@@ -22,9 +22,30 @@ from flowpy.flow import Subscriber, Subscription
 from flowpy.operators._base import DemandDrain
 from flowpy.snapshots import SubscriberSnapshot
 
-__all__ = ["HeadSubscriber", "QueueDrain", "QueueSubscriber"]
+__all__ = ["HeadSubscriber", "QueueDrain", "QueueParent", "QueueSubscriber"]
 
 T = TypeVar("T")
+
+
+class QueueParent(Protocol):
+    """What a :class:`QueueSubscriber` needs of the drain that polls it.
+
+    A :class:`DemandDrain`, or the loop of ``concat_map``.
+    """
+
+    @property
+    def cancelled(self) -> bool:
+        """Whether the drain is over: a subscription that arrives now is cancelled."""
+
+    @property
+    def draining(self) -> bool:
+        """Whether a pass is under way that will look at the queue again (no signal needed)."""
+
+    def _signal(self) -> None:
+        """Let the drain run a pass."""
+
+    def fail(self, error: BaseException) -> None:
+        """End the stream with ``error``, ahead of what is queued."""
 
 
 class QueueSubscriber(Subscriber[Any]):
@@ -50,7 +71,7 @@ class QueueSubscriber(Subscriber[Any]):
         "queue",
     )
 
-    def __init__(self, parent: DemandDrain, prefetch: int, name: str, *, delay_error: bool = False) -> None:
+    def __init__(self, parent: QueueParent, prefetch: int, name: str, *, delay_error: bool = False) -> None:
         self.parent = parent
         self._name = name
         self.prefetch = prefetch  # the most items queued or requested at once
@@ -182,6 +203,14 @@ class QueueSubscriber(Subscriber[Any]):
     def overflow_message(self) -> str:
         """What :class:`~flowpy.errors.MissingBackpressureError` says on overflow."""
         return f"{self._name} sent more than the {self.prefetch} items requested"
+
+    def stop(self) -> None:
+        """Cancel the upstream, now or as soon as its subscription arrives; from any thread.
+
+        The queue is left as it is (the drain may be reading it): it goes with this subscriber.
+        """
+        self.done = True
+        self._slot.cancel()
 
     def cancel(self) -> None:
         """Cancel the upstream and drop the queue; called by the drain, the only reader of the queue."""

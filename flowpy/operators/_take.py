@@ -1,7 +1,8 @@
-"""``take``, ``skip`` and ``take_while``: operators that limit a stream.
+"""``take``, ``skip``, ``take_while`` and ``skip_while``: operators that limit a stream.
 
 Each fuses with its neighbours and adjusts the demand that crosses it: ``take``
-caps it, ``skip`` adds to it, ``take_while`` passes it through.
+caps it, ``skip`` adds to it, ``take_while`` passes it through, ``skip_while``
+asks again for what it drops.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from flowpy._demand import add_demand
 from flowpy.flow import Publisher
 from flowpy.operators._fused import Demand, Step, fuse, indent
 
-__all__ = ["skip", "take", "take_while"]
+__all__ = ["skip", "skip_while", "take", "take_while"]
 
 T = TypeVar("T")
 
@@ -91,6 +92,33 @@ class _TakeWhile(Step):
         return {f"predicate{index}": self._predicate}
 
 
+class _SkipWhile(Step):
+    __slots__ = ("_predicate",)
+
+    def __init__(self, predicate: Callable[[Any], object]) -> None:
+        self._predicate = predicate
+
+    @property
+    def drops(self) -> bool:
+        return True
+
+    def code(self, index: int, rest: list[str]) -> list[str]:
+        # Once an item has passed, the predicate is no longer called.
+        return [
+            f"if skipping{index} and predicate{index}(item):",
+            f"    dropped{index} += 1",
+            "else:",
+            f"    skipping{index} = False",
+            *indent(rest),
+        ]
+
+    def arguments(self, index: int) -> dict[str, object]:
+        return {f"predicate{index}": self._predicate}
+
+    def state(self, index: int) -> dict[str, str]:
+        return {f"skipping{index}": "True", f"dropped{index}": "0"}
+
+
 def take(source: Publisher[T], count: int) -> Publisher[T]:
     """Emit the first ``count`` items of ``source``, then cancel it and complete::
 
@@ -149,3 +177,24 @@ def take_while(source: Publisher[T], predicate: Callable[[T], object]) -> Publis
     require_publisher(source, "source")
     require_callable(predicate, "predicate")
     return cast("Publisher[T]", fuse(source, _TakeWhile(predicate)))
+
+
+def skip_while(source: Publisher[T], predicate: Callable[[T], object]) -> Publisher[T]:
+    """Drop items while ``predicate(item)`` is true; from the first false one on, emit everything::
+
+        source:  --1--2--7--3--|
+        skip_while(x < 5)
+        result:  --------7--3--|
+
+    Demand: passed through; the dropped items are asked for again, as
+    ``filter`` does, so the subscriber gets what it requested. Nothing is
+    buffered. Once an item has passed, ``predicate`` is not called again. A raising ``predicate``
+    cancels ``source`` and signals ``on_error``. Fused with its synchronous
+    neighbours.
+
+    Raises:
+        TypeError: if ``source`` is not a publisher or ``predicate`` is not callable.
+    """
+    require_publisher(source, "source")
+    require_callable(predicate, "predicate")
+    return cast("Publisher[T]", fuse(source, _SkipWhile(predicate)))

@@ -1,5 +1,13 @@
 """``timeout``: fail, or switch to a fallback, when the source is silent for too long.
 
+The clock is a :class:`_Gate` between the source and its subscriber: it
+passes the source's signals on and, after ``seconds`` of silence, cancels the
+source and signals :class:`~flowpy.errors.StreamTimeoutError`. With a
+fallback, the gate is the first publisher of a
+:class:`~flowpy.operators._sequence.SequenceStage` (as ``on_error_resume``),
+which subscribes the fallback when the gate times out, carrying the demand
+the source left unfilled over to it.
+
 Threading:  items pass on the source's thread. The timeout itself is
             signalled (or the fallback subscribed) on the scheduler's
             executor, in the subscriber's ``contextvars`` context; a timeout
@@ -10,15 +18,14 @@ from __future__ import annotations
 
 import enum
 import threading
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
-from flowpy._checks import none_error, require, require_publisher, require_seconds
+from flowpy._checks import none_error, require_publisher, require_seconds
 from flowpy._context import capture
-from flowpy._signals import signal_subscribe
 from flowpy.errors import StreamTimeoutError
 from flowpy.flow import Publisher, Subscriber, Subscription
-from flowpy.operators._arbiter import SubscriptionArbiter
-from flowpy.operators._base import StagePublisher
+from flowpy.operators._base import Relay, StagePublisher
+from flowpy.operators._sequence import SequenceStage
 from flowpy.operators._timed import TOLERANCE
 from flowpy.schedulers import Cancellable, Scheduler, resolve_scheduler
 
@@ -44,67 +51,41 @@ class _State(enum.Enum):
 # on_next (rule 1.3) and an item is never passed on after it.
 
 
-class _Timeout(SubscriptionArbiter, Subscriber[T], Generic[T]):
-    """The subscriber to the source, and the downstream's subscription (which can move to the fallback)."""
+class _Gate(Relay, Generic[T]):
+    """Passes the source's signals on; after ``seconds`` of silence, cancels it and signals ``error``."""
 
-    __slots__ = (
-        "_busy",
-        "_context",
-        "_downstream",
-        "_emitted",
-        "_fallback",
-        "_last",
-        "_lock",
-        "_now",
-        "_scheduler",
-        "_seconds",
-        "_state",
-        "_subscribed",
-        "_timer",
-    )
+    __slots__ = ("_busy", "_context", "_error", "_last", "_lock", "_now", "_scheduler", "_seconds", "_state", "_timer")
 
     def __init__(
-        self, downstream: Subscriber[T], seconds: float, scheduler: Scheduler, fallback: Publisher[T] | None
+        self, downstream: Subscriber[T], seconds: float, scheduler: Scheduler, error: StreamTimeoutError
     ) -> None:
-        super().__init__()
-        self._downstream = downstream
+        super().__init__(downstream)
         self._seconds = seconds
         self._scheduler = scheduler
         self._now = scheduler.now
-        self._fallback = fallback
+        self._error = error  # what a timeout signals
         self._context = capture()  # the subscriber's: the timeout runs on the executor
-        self._emitted = 0  # the source's thread only: items passed on
         self._lock = threading.Lock()
         # --- Guarded by self._lock -------------------------------------------------
         self._state = _State.WAITING
         self._timer: Cancellable | None = None
-        self._subscribed = False  # the source's on_subscribe came (rule 2.5 for any later one)
         # --- Written by the source's thread; read under the lock by the timer -----
         self._busy = False  # an on_next is under way downstream
         self._last = 0.0  # when the last signal (or the subscription) ended
 
-    # --- The source ---------------------------------------------------------------
-
     def on_subscribe(self, subscription: Subscription) -> None:
-        """Hand the subscriber its subscription, request what it asked for, start the clock.
+        """Hand the subscriber this gate as its subscription, then start the clock.
 
         Raises:
             TypeError: if ``subscription`` is ``None`` (rule 2.13).
         """
-        require(subscription, "subscription", "2.13")
-        with self._lock:
-            second, self._subscribed = self._subscribed, True
-        if second:
-            subscription.cancel()  # rule 2.5
-            return
-        if not signal_subscribe(self._downstream, self):
-            subscription.cancel()
-            return
+        super().on_subscribe(subscription)
+        if self.upstream is not subscription:
+            return  # a second subscription (rule 2.5), cancelled
         with self._lock:
             self._last = self._now()
-            if self._state is _State.WAITING:
+            if self._state is _State.WAITING and not self.done:
                 self._timer = self._scheduler.schedule(self._fire, self._seconds)
-        self.set_upstream(subscription)
 
     def on_next(self, item: T) -> None:
         """Pass ``item`` on, unless the timeout came first; the clock restarts when it returns.
@@ -118,30 +99,20 @@ class _Timeout(SubscriptionArbiter, Subscriber[T], Generic[T]):
             if self._state is not _State.WAITING:
                 return
             self._busy = True
-        self._emitted += 1
         try:
             self._downstream.on_next(item)
         finally:
             self._last = self._now()
             self._busy = False  # a timer that still reads True only looks again later
 
-    def on_error(self, error: BaseException) -> None:
-        """Pass the source's error on, unless the timeout came first.
-
-        Raises:
-            TypeError: if ``error`` is ``None`` (rule 2.13).
-        """
-        require(error, "error", "2.13")
-        if self._end():
-            self._downstream.on_error(error)
-
-    def on_complete(self) -> None:
-        """Pass the source's completion on, unless the timeout came first."""
-        if self._end():
-            self._downstream.on_complete()
+    def request(self, n: int) -> None:
+        """Pass ``request(n)`` to the source; an invalid ``n`` too, so that it signals the error (rule 3.9)."""
+        upstream = self.upstream
+        if upstream is not None and not self.done:
+            upstream.request(n)
 
     def _end(self) -> bool:
-        """Stop the clock; return whether the stream was still waiting for the source."""
+        """End the stream here and stop the clock; return whether the source's signal may pass on."""
         with self._lock:
             waiting = self._state is _State.WAITING
             if waiting:
@@ -149,9 +120,7 @@ class _Timeout(SubscriptionArbiter, Subscriber[T], Generic[T]):
             timer, self._timer = self._timer, None
         if timer is not None:
             timer.cancel()
-        return waiting
-
-    # --- The timer ---------------------------------------------------------------------
+        return super()._end() and waiting
 
     def _fire(self) -> None:
         with self._lock:
@@ -163,69 +132,55 @@ class _Timeout(SubscriptionArbiter, Subscriber[T], Generic[T]):
                 self._timer = self._scheduler.schedule(self._fire, self._seconds if self._busy else left)
                 return
             self._state = _State.TIMED_OUT
-        source = self.detach()
-        if source is not None:
-            source.cancel()
+        self.done = True
+        upstream = self.upstream
+        if upstream is not None:
+            upstream.cancel()
         if self._context is None:
-            self._timed_out()
+            self._downstream.on_error(self._error)
         else:
-            self._context.run(self._timed_out)
+            self._context.run(self._downstream.on_error, self._error)
 
-    def _timed_out(self) -> None:
-        fallback = self._fallback
-        if fallback is None:
-            self._downstream.on_error(
-                StreamTimeoutError(f"the source signalled nothing for {self._seconds:g} s and was cancelled (timeout)")
-            )
+
+def _timeout_error(seconds: float) -> StreamTimeoutError:
+    return StreamTimeoutError(f"the source signalled nothing for {seconds:g} s and was cancelled (timeout)")
+
+
+class _GatePublisher(Publisher[T], Generic[T]):
+    """The source behind a gate that signals ``error``: the first publisher of a timeout with a fallback."""
+
+    __slots__ = ("_error", "_scheduler", "_seconds", "_source")
+
+    def __init__(self, source: Publisher[T], seconds: float, scheduler: Scheduler, error: StreamTimeoutError) -> None:
+        self._source = source
+        self._seconds = seconds
+        self._scheduler = scheduler
+        self._error = error
+
+    def subscribe(self, subscriber: Subscriber[T]) -> None:
+        self._source.subscribe(_Gate(subscriber, self._seconds, self._scheduler, self._error))
+
+
+class _TimeoutFallback(SequenceStage):
+    """The gated source, then ``fallback`` if the gate timed out (this subscription's own error, by identity)."""
+
+    __slots__ = ("_error", "_fallback")
+
+    def __init__(
+        self, downstream: Subscriber[Any], source: Publisher[Any], seconds: float, scheduler: Scheduler, fallback: Any
+    ) -> None:
+        super().__init__(downstream)
+        self._error = _timeout_error(seconds)
+        self._fallback: Publisher[Any] | None = fallback
+        self._pending = _GatePublisher(source, seconds, scheduler, self._error)
+
+    def _ended(self, error: BaseException | None, produced: int) -> None:
+        fallback, self._fallback = self._fallback, None
+        if error is not self._error or fallback is None:
+            self._terminate(error)
             return
-        self.produced(self._emitted)  # final: no item is passed on after the timeout
-        fallback.subscribe(_FallbackSubscriber(self, self._downstream))
-
-    def cancel(self) -> None:
-        """Cancel the source (or the fallback) and the clock; idempotent (rules 3.5, 3.7)."""
-        self._end()
-        super().cancel()
-
-
-class _FallbackSubscriber(Subscriber[T], Generic[T]):
-    """Passes the fallback's signals on; its subscription becomes the arbiter's upstream."""
-
-    __slots__ = ("_arbiter", "_downstream", "_subscribed")
-
-    def __init__(self, arbiter: SubscriptionArbiter, downstream: Subscriber[T]) -> None:
-        self._arbiter = arbiter
-        self._downstream = downstream
-        self._subscribed = False  # the fallback's thread only
-
-    def on_subscribe(self, subscription: Subscription) -> None:
-        """Request the unfilled demand from the fallback; cancel a second subscription (rule 2.5).
-
-        Raises:
-            TypeError: if ``subscription`` is ``None`` (rule 2.13).
-        """
-        require(subscription, "subscription", "2.13")
-        if self._subscribed:
-            subscription.cancel()
-            return
-        self._subscribed = True
-        self._arbiter.set_upstream(subscription)
-
-    def on_next(self, item: T) -> None:
-        """Pass ``item`` on."""
-        self._downstream.on_next(item)
-
-    def on_error(self, error: BaseException) -> None:
-        """Pass the fallback's error on.
-
-        Raises:
-            TypeError: if ``error`` is ``None`` (rule 2.13).
-        """
-        require(error, "error", "2.13")
-        self._downstream.on_error(error)
-
-    def on_complete(self) -> None:
-        """Pass the fallback's completion on."""
-        self._downstream.on_complete()
+        self._pending = fallback
+        self._resume()
 
 
 def timeout(
@@ -252,7 +207,10 @@ def timeout(
     silence, a subscriber that requests nothing included.
 
     Demand: passed through to ``source``; on a switch, ``fallback`` is asked
-    for the demand the source left unfilled. Nothing is buffered.
+    for the demand the source left unfilled. Nothing is buffered. Without a
+    fallback, an invalid ``request(n)`` goes to ``source``, which signals
+    the rule 3.9 error; with one, the operator signals it at once (as
+    ``on_error_resume`` does).
 
     Raises:
         TypeError: if ``source`` or ``fallback`` is not a publisher,
@@ -264,4 +222,10 @@ def timeout(
         require_publisher(fallback, "fallback")
     wait = require_seconds(seconds, "seconds", positive=True)
     clock = resolve_scheduler(scheduler)
-    return StagePublisher("timeout", lambda subscriber: source.subscribe(_Timeout(subscriber, wait, clock, fallback)))
+    if fallback is None:
+        return StagePublisher(
+            "timeout", lambda subscriber: source.subscribe(_Gate(subscriber, wait, clock, _timeout_error(wait)))
+        )
+    return StagePublisher(
+        "timeout", lambda subscriber: _TimeoutFallback(subscriber, source, wait, clock, fallback).start()
+    )

@@ -163,3 +163,32 @@ class HotSource(Publisher[Any]):
     @property
     def cancelled(self) -> bool:
         return self.subscription.cancels > 0
+
+
+# --- Resubscribing operators: a source that behaves differently per subscription ---
+
+
+def then_fail(items: list[Any], error: BaseException) -> Publisher[Any]:
+    """A cold publisher of ``items`` (on demand), then ``error``."""
+    from flowpy import operators, sources
+
+    return operators.concat(sources.just(*items), sources.error(error))
+
+
+class Attempts(Spy):
+    """Each subscription gets the next publisher of ``publishers`` (the last one again once they run out).
+
+    As a :class:`Spy`, it records every subscription's requests and cancel, one per attempt.
+    """
+
+    def __init__(self, *publishers: Publisher[Any]) -> None:
+        from flowpy import operators
+
+        self.count = 0  # subscriptions so far
+
+        def next_publisher() -> Publisher[Any]:
+            publisher = publishers[min(self.count, len(publishers) - 1)]
+            self.count += 1
+            return publisher
+
+        super().__init__(operators.defer(next_publisher))

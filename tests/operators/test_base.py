@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import threading
+import time
 from typing import Any
 
 import pytest
 
 from flowpy import operators
 from flowpy.flow import Subscriber
-from flowpy.operators._base import StagePublisher
+from flowpy.operators._base import CancelledSubscription, HalfSerial, StagePublisher
 from flowpy.sources import RangePublisher
+from flowpy.testing import TestSubscriber
 from tests.support import Recorder
 
 
@@ -53,3 +56,102 @@ def test_stage_publisher_is_cold_each_subscriber_gets_the_whole_stream() -> None
     publisher.subscribe(second)
     assert first.items == second.items == [0, 10, 20]
     assert first.completed and second.completed
+
+
+# --- HalfSerial: items from one thread, the terminal signal from any ---------------
+
+
+class _Gate(TestSubscriber[int]):
+    """Blocks inside on_next until released, so another thread can act meanwhile."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.inside = threading.Event()
+        self.release = threading.Event()
+
+    def on_next(self, item: int) -> None:
+        super().on_next(item)
+        self.inside.set()
+        assert self.release.wait(10)
+
+
+def test_half_serial_terminal_from_another_thread_waits_for_the_on_next_under_way() -> None:
+    downstream = _Gate()
+    downstream.on_subscribe(CancelledSubscription())
+    serial = HalfSerial(downstream)
+    delivering = threading.Thread(target=serial.on_next, args=(1,))
+    delivering.start()
+    assert downstream.inside.wait(10)
+    assert serial.terminate(None)  # claimed, but the on_next thread sends it
+    downstream.assert_values(1).assert_not_complete()
+    downstream.release.set()
+    delivering.join(10)
+    downstream.assert_result(1)
+
+
+def test_half_serial_first_claim_wins_and_later_items_are_dropped() -> None:
+    downstream: TestSubscriber[int] = TestSubscriber()
+    downstream.on_subscribe(CancelledSubscription())
+    serial = HalfSerial(downstream)
+    serial.on_next(1)
+    failure = RuntimeError("first")
+    assert serial.terminate(failure)
+    assert not serial.terminate(None)
+    serial.on_next(2)
+    downstream.assert_failure(failure, 1)
+
+
+def test_half_serial_terminal_claimed_inside_on_next_is_sent_after_it_returns() -> None:
+    class Terminating(TestSubscriber[int]):
+        def on_next(self, item: int) -> None:
+            super().on_next(item)
+            serial.terminate(None)
+            assert self.completions == 0, "on_complete came inside on_next"
+
+    downstream = Terminating()
+    downstream.on_subscribe(CancelledSubscription())
+    serial = HalfSerial(downstream)
+    serial.on_next(1)
+    downstream.assert_result(1)
+
+
+def test_half_serial_after_a_raising_on_next_no_terminal_signal_follows() -> None:
+    class Raising(TestSubscriber[int]):
+        def on_next(self, item: int) -> None:
+            super().on_next(item)
+            raise RuntimeError("subscriber bug")
+
+    downstream = Raising()
+    downstream.on_subscribe(CancelledSubscription())
+    serial = HalfSerial(downstream)
+    with pytest.raises(RuntimeError, match=r"^subscriber bug$"):
+        serial.on_next(1)
+    serial.terminate(None)  # the downstream broke rule 2.13: it counts as cancelled
+    downstream.assert_values(1).assert_not_complete()
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("run", range(30))
+def test_half_serial_items_and_a_racing_terminal_never_overlap(run: int, tiny_switch_interval: None) -> None:
+    # Recorder sees overlapping calls itself (TestSubscriber's lock would serialise them);
+    # its hook makes each on_next last long enough for the terminal signal to land inside one.
+    downstream = Recorder(initial=2**63 - 1, on_next_hook=lambda item: sum(range(100)))
+    downstream.on_subscribe(CancelledSubscription())
+    serial = HalfSerial(downstream)
+    start = threading.Barrier(2)
+
+    def deliver() -> None:
+        start.wait()
+        for item in range(2000):
+            serial.on_next(item)
+
+    delivering = threading.Thread(target=deliver)
+    delivering.start()
+    start.wait()
+    while len(downstream.items) <= run * 20 and delivering.is_alive():  # a different point of the stream each run
+        time.sleep(0)
+    serial.terminate(None)
+    delivering.join(10)
+    assert downstream.violations == []
+    assert downstream.kinds()[-1] == "on_complete"
+    assert downstream.items == list(range(len(downstream.items)))

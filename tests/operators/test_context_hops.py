@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from flowpy import operators
 from flowpy.executors import DaemonThreadPool
 from flowpy.flow import Publisher
 from flowpy.operators import (
@@ -81,6 +82,15 @@ PIPELINES: dict[str, tuple[int, Pipeline]] = {
     "debounce": (1, lambda pool, s: debounce(s[0], 0.001)),
     "buffer_with_time": (1, lambda pool, s: buffer_with_time(s[0], 0.001)),
     "timeout": (1, lambda pool, s: timeout(s[0], 30.0)),
+    # --- Rx vocabulary ---
+    "switch_map": (1, lambda pool, s: operators.switch_map(s[0], lambda i: IterablePublisher([i], executor=pool))),
+    "concat_map": (1, lambda pool, s: operators.concat_map(s[0], lambda i: IterablePublisher([i, i], executor=pool))),
+    "combine_latest": (2, lambda pool, s: operators.combine_latest(s[0], s[1], prefetch=4)),
+    "with_latest_from": (2, lambda pool, s: operators.with_latest_from(s[1], s[0])),
+    "take_until": (2, lambda pool, s: operators.take_until(s[0], s[1])),
+    "amb": (2, lambda pool, s: operators.amb(s[0], s[1])),
+    "retry": (1, lambda pool, s: operators.retry(s[0])),
+    "repeat": (1, lambda pool, s: operators.repeat(s[0], 1)),
 }
 
 
@@ -102,7 +112,7 @@ def test_every_signal_sees_the_subscribe_context(pool: DaemonThreadPool, name: s
     assert recorder.violations == []
 
 
-@pytest.mark.parametrize("name", ["merge", "observe_on", "flat_map"])
+@pytest.mark.parametrize("name", ["merge", "observe_on", "flat_map", "switch_map", "combine_latest"])
 def test_a_change_in_on_next_persists_across_upstream_threads(pool: DaemonThreadPool, name: str) -> None:
     # The drain delivers from whichever upstream thread signalled: the
     # subscriber's change must still be there at its next signal.

@@ -202,12 +202,15 @@ def test_delay_subscription_cancelled_before_the_delay_never_subscribes() -> Non
     assert source.subscriber is None
 
 
-def test_delay_subscription_invalid_request_is_signalled_by_the_source() -> None:
+def test_delay_subscription_invalid_request_ends_the_stream_at_once() -> None:
     scheduler = TestScheduler()
-    subscriber = Flowable.range(0, 5).delay_subscription(1.0, scheduler=scheduler).test(initial_request=0)
+    source = HotSource()
+    subscriber = Flowable(source).delay_subscription(1.0, scheduler=scheduler).test(initial_request=0)
     subscriber.request(0)
-    scheduler.advance_time_by(1.0)
     subscriber.assert_error(ValueError)
+    assert scheduler.pending == 0
+    scheduler.advance_time_by(1.0)
+    assert source.subscriber is None
 
 
 def test_delay_subscription_subscribes_in_the_subscribers_context() -> None:

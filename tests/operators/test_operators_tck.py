@@ -14,6 +14,7 @@ from typing import Any
 
 from flowpy import flow, operators
 from flowpy.executors import default_executor
+from flowpy.operators._base import CancelledSubscription
 from flowpy.sources import IterablePublisher, RangePublisher, error, just
 from flowpy.tck import PublisherVerification, TestEnvironment
 from flowpy.testing import TestScheduler
@@ -216,7 +217,7 @@ def _paced(count: int, scheduler: TestScheduler) -> flow.Publisher[int]:
     return operators.map(_range(count), advance)
 
 
-class _Never(flow.Publisher[Any]):
+class _Silent(flow.Publisher[Any]):
     """Gives a subscription and emits nothing; an invalid request still gets its error (rule 3.9)."""
 
     def subscribe(self, subscriber: flow.Subscriber[Any]) -> None:
@@ -287,7 +288,7 @@ class TestTimeout(_OperatorVerification):
 
 class TestTimeoutFallback(_OperatorVerification):
     def apply(self, source: flow.Publisher[Any]) -> flow.Publisher[Any]:
-        return operators.timeout(_Never(), 0.001, fallback=source)
+        return operators.timeout(_Silent(), 0.001, fallback=source)
 
 
 class TestDebounce(_TimeDriven):
@@ -360,3 +361,288 @@ class TestTimestamp(_OperatorVerification):
 class TestTimeInterval(_OperatorVerification):
     def apply(self, source: flow.Publisher[Any]) -> flow.Publisher[Any]:
         return operators.time_interval(source)
+
+
+# --- Rx vocabulary: sources, error recovery, transforms, filters, hooks ---
+
+
+class _Never(flow.Publisher[Any]):
+    """Subscribes and never signals again: a companion publisher that never ends the stream."""
+
+    def subscribe(self, subscriber: flow.Subscriber[Any]) -> None:
+        subscriber.on_subscribe(CancelledSubscription())
+
+
+def _fails_first(then: flow.Publisher[Any]) -> flow.Publisher[Any]:
+    """A publisher whose first subscription fails at once and whose later ones are ``then``."""
+    attempts = itertools.count()
+    return operators.defer(lambda: error(RuntimeError("first attempt")) if next(attempts) == 0 else then)
+
+
+def _then_fail(count: int) -> flow.Publisher[Any]:
+    """``count`` items, then a failure."""
+    return operators.concat(_range(count), error(RuntimeError("failed after the items")))
+
+
+class _AtMostOne(_OperatorVerification):
+    def max_elements_from_publisher(self) -> int:
+        return 1
+
+
+class _Finite(_OperatorVerification):
+    """Operators that must see the end of their source: no infinite stream."""
+
+    def max_elements_from_publisher(self) -> int:
+        return 1024
+
+
+class TestDefer(_OperatorVerification):
+    def apply(self, source: flow.Publisher[Any]) -> flow.Publisher[Any]:
+        return operators.defer(lambda: source)
+
+
+class TestUsing(_OperatorVerification):
+    def apply(self, source: flow.Publisher[Any]) -> flow.Publisher[Any]:
+        return operators.using(lambda: "resource", lambda resource: source, lambda resource: None)
+
+
+class TestCombineLatest(_OperatorVerification):
+    def apply(self, source: flow.Publisher[Any]) -> flow.Publisher[Any]:
+        return operators.combine_latest(just("a"), source, prefetch=4)
+
+
+class TestAmb(_OperatorVerification):
+    def apply(self, source: flow.Publisher[Any]) -> flow.Publisher[Any]:
+        return operators.amb(source, _range(5))
+
+
+class TestRetry(_OperatorVerification):
+    def apply(self, source: flow.Publisher[Any]) -> flow.Publisher[Any]:
+        return operators.retry(source, 3)
+
+    def build(self, elements: int) -> flow.Publisher[Any]:
+        return self.apply(_fails_first(_range(elements)))
+
+
+class TestRetryWhen(_OperatorVerification):
+    def apply(self, source: flow.Publisher[Any]) -> flow.Publisher[Any]:
+        return operators.retry_when(source, lambda errors: errors.take(3))
+
+    def build(self, elements: int) -> flow.Publisher[Any]:
+        return self.apply(_fails_first(_range(elements)))
+
+    def create_failed_publisher(self) -> flow.Publisher[Any] | None:
+        return operators.retry_when(error(RuntimeError("failed source")), lambda errors: errors.map(_raise))
+
+
+def _raise(error: BaseException) -> Any:
+    raise error
+
+
+class TestOnErrorResume(_OperatorVerification):
+    def apply(self, source: flow.Publisher[Any]) -> flow.Publisher[Any]:
+        return operators.on_error_resume(source, lambda e: error(e))
+
+    def build(self, elements: int) -> flow.Publisher[Any]:
+        half = elements // 2
+        return operators.on_error_resume(_then_fail(half), lambda e: RangePublisher(half, elements - half))
+
+
+class TestOnErrorReturn(_OperatorVerification):
+    def apply(self, source: flow.Publisher[Any]) -> flow.Publisher[Any]:
+        return operators.on_error_return(source, _raise)
+
+    def build(self, elements: int) -> flow.Publisher[Any]:
+        if elements in (0, MAX):
+            return operators.on_error_return(_range(elements), _raise)
+        return operators.on_error_return(_then_fail(elements - 1), lambda e: -1)
+
+
+class TestConcatMap(_OperatorVerification):
+    def apply(self, source: flow.Publisher[Any]) -> flow.Publisher[Any]:
+        return operators.concat_map(source, lambda x: just(x))
+
+
+class TestConcatMapAsynchronousInners(_OperatorVerification):
+    def apply(self, source: flow.Publisher[Any]) -> flow.Publisher[Any]:
+        return operators.concat_map(source, lambda x: IterablePublisher([x, x]), prefetch=3)
+
+    def build(self, elements: int) -> flow.Publisher[Any]:
+        pairs = operators.concat_map(_range(min(elements // 2 + 1, MAX)), lambda x: IterablePublisher([x, x]))
+        return operators.take(pairs, elements)
+
+
+class TestSwitchMap(_OperatorVerification):
+    def apply(self, source: flow.Publisher[Any]) -> flow.Publisher[Any]:
+        return operators.switch_map(just(0), lambda _: source, prefetch=4)
+
+
+class TestDistinct(_OperatorVerification):
+    def apply(self, source: flow.Publisher[Any]) -> flow.Publisher[Any]:
+        return operators.distinct(source, lambda x: x // 2)
+
+    def build(self, elements: int) -> flow.Publisher[Any]:
+        return operators.distinct(
+            operators.map(_range(min(2 * elements, MAX)), lambda x: x * 2 + x % 2), lambda x: x // 4
+        )
+
+
+class TestDistinctUntilChanged(_OperatorVerification):
+    def apply(self, source: flow.Publisher[Any]) -> flow.Publisher[Any]:
+        return operators.distinct_until_changed(source)
+
+    def build(self, elements: int) -> flow.Publisher[Any]:
+        return operators.distinct_until_changed(_range(min(2 * elements, MAX)), lambda x: x // 2)
+
+
+class TestWithLatestFrom(_OperatorVerification):
+    def apply(self, source: flow.Publisher[Any]) -> flow.Publisher[Any]:
+        return operators.with_latest_from(source, just("x"))
+
+
+class TestStartWith(_OperatorVerification):
+    def apply(self, source: flow.Publisher[Any]) -> flow.Publisher[Any]:
+        return operators.start_with(source, -1)
+
+    def create_failed_publisher(self) -> flow.Publisher[Any] | None:
+        return None  # the source's failure comes after the first item, which waits for demand
+
+    def build(self, elements: int) -> flow.Publisher[Any]:
+        if elements == 0:
+            return operators.take(self.apply(_range(0)), 0)
+        return self.apply(_range(elements - 1 if elements != MAX else MAX))
+
+
+class TestDefaultIfEmpty(_OperatorVerification):
+    def apply(self, source: flow.Publisher[Any]) -> flow.Publisher[Any]:
+        return operators.default_if_empty(source, -1)
+
+    def build(self, elements: int) -> flow.Publisher[Any]:
+        if elements == 0:
+            return operators.take(self.apply(_range(0)), 0)
+        return self.apply(_range(0) if elements == 1 else _range(elements))
+
+
+class TestRepeat(_OperatorVerification):
+    def apply(self, source: flow.Publisher[Any]) -> flow.Publisher[Any]:
+        return operators.repeat(source, 2)
+
+    def build(self, elements: int) -> flow.Publisher[Any]:
+        return operators.repeat(_range(1), None if elements == MAX else elements)
+
+
+class TestMaterialize(_OperatorVerification):
+    def apply(self, source: flow.Publisher[Any]) -> flow.Publisher[Any]:
+        return operators.materialize(source)
+
+    def build(self, elements: int) -> flow.Publisher[Any]:
+        if elements == 0:
+            return operators.take(self.apply(_range(0)), 0)
+        return self.apply(_range(elements - 1 if elements != MAX else MAX))
+
+    def create_failed_publisher(self) -> flow.Publisher[Any] | None:
+        return None  # materialize turns the failure into an item
+
+
+class TestDematerialize(_OperatorVerification):
+    def apply(self, source: flow.Publisher[Any]) -> flow.Publisher[Any]:
+        return operators.dematerialize(operators.materialize(source))
+
+    def create_failed_publisher(self) -> flow.Publisher[Any] | None:
+        # A materialized failure is an item, which waits for demand: fail the notifications' source itself.
+        return operators.dematerialize(error(RuntimeError("failed source")))
+
+
+class TestSkipWhile(_OperatorVerification):
+    def apply(self, source: flow.Publisher[Any]) -> flow.Publisher[Any]:
+        return operators.skip_while(source, lambda x: x < 3)
+
+    def build(self, elements: int) -> flow.Publisher[Any]:
+        return self.apply(_range(min(elements + 3, MAX)))
+
+
+class TestTakeUntil(_OperatorVerification):
+    def apply(self, source: flow.Publisher[Any]) -> flow.Publisher[Any]:
+        return operators.take_until(source, _Never())
+
+
+class TestTakeLast(_Finite):
+    def apply(self, source: flow.Publisher[Any]) -> flow.Publisher[Any]:
+        return operators.take_last(source, 5)
+
+    def build(self, elements: int) -> flow.Publisher[Any]:
+        return operators.take_last(_range(elements + 7), elements)
+
+
+class TestLast(_AtMostOne):
+    def apply(self, source: flow.Publisher[Any]) -> flow.Publisher[Any]:
+        return operators.last(source)
+
+    def build(self, elements: int) -> flow.Publisher[Any]:
+        return self.apply(_range(5 * elements))
+
+
+class TestFirst(_AtMostOne):
+    def apply(self, source: flow.Publisher[Any]) -> flow.Publisher[Any]:
+        return operators.first(source)
+
+    def build(self, elements: int) -> flow.Publisher[Any]:
+        return self.apply(_range(MAX if elements else 0))
+
+
+class TestElementAt(_AtMostOne):
+    def apply(self, source: flow.Publisher[Any]) -> flow.Publisher[Any]:
+        return operators.element_at(source, 3)
+
+    def build(self, elements: int) -> flow.Publisher[Any]:
+        return self.apply(_range(MAX if elements else 3))
+
+
+class TestIgnoreElements(_OperatorVerification):
+    def max_elements_from_publisher(self) -> int:
+        return 0
+
+    def apply(self, source: flow.Publisher[Any]) -> flow.Publisher[Any]:
+        return operators.ignore_elements(source)
+
+    def build(self, elements: int) -> flow.Publisher[Any]:
+        return self.apply(_range(10))
+
+
+def _nothing(*args: object) -> None:
+    """A hook that does nothing."""
+
+
+class TestDoOnNext(_OperatorVerification):
+    def apply(self, source: flow.Publisher[Any]) -> flow.Publisher[Any]:
+        return operators.do_on_next(source, _nothing)
+
+
+class TestDoOnError(_OperatorVerification):
+    def apply(self, source: flow.Publisher[Any]) -> flow.Publisher[Any]:
+        return operators.do_on_error(source, _nothing)
+
+
+class TestDoOnComplete(_OperatorVerification):
+    def apply(self, source: flow.Publisher[Any]) -> flow.Publisher[Any]:
+        return operators.do_on_complete(source, _nothing)
+
+
+class TestDoOnSubscribe(_OperatorVerification):
+    def apply(self, source: flow.Publisher[Any]) -> flow.Publisher[Any]:
+        return operators.do_on_subscribe(source, _nothing)
+
+
+class TestDoOnRequest(_OperatorVerification):
+    def apply(self, source: flow.Publisher[Any]) -> flow.Publisher[Any]:
+        return operators.do_on_request(source, _nothing)
+
+
+class TestDoOnCancel(_OperatorVerification):
+    def apply(self, source: flow.Publisher[Any]) -> flow.Publisher[Any]:
+        return operators.do_on_cancel(source, _nothing)
+
+
+class TestDoFinally(_OperatorVerification):
+    def apply(self, source: flow.Publisher[Any]) -> flow.Publisher[Any]:
+        return operators.do_finally(source, _nothing)
