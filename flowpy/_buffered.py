@@ -544,7 +544,7 @@ class BufferedSubscription(Subscription, Generic[T]):
                 return False
         buffer = self._buffer
         popleft = buffer.popleft
-        on_next = subscriber.on_next
+        on_next = None  # looked up at the first item: a subscriber without one fails as a raising on_next does
         lock = self._lock
         while True:
             if self._stop:
@@ -557,6 +557,8 @@ class BufferedSubscription(Subscription, Generic[T]):
                     n = demand
                 i = 0  # after the loop: the on_next calls that returned
                 try:
+                    if on_next is None:
+                        on_next = subscriber.on_next
                     for i in range(n):  # noqa: B007 - read after the loop
                         item = popleft()
                         if self._alert and self._on_alert():

@@ -598,10 +598,6 @@ deliver(BufObject *self)
         }
         Py_DECREF(r);
     }
-    on_next = PyObject_GetAttr(subscriber, st->str_on_next);
-    if (on_next == NULL) {
-        goto done;
-    }
     for (;;) {
         if (self->stop) {
             result = close_on_error(self, NULL);
@@ -614,6 +610,15 @@ deliver(BufObject *self)
                 n = (Py_ssize_t)demand;
             }
             Py_ssize_t i = 0; /* after the loop: the on_next calls that returned */
+            if (on_next == NULL) {
+                /* Looked up at the first item: a subscriber without one fails
+                   as a raising on_next does. */
+                on_next = PyObject_GetAttr(subscriber, st->str_on_next);
+                if (on_next == NULL) {
+                    exc = take_exception();
+                    goto failed;
+                }
+            }
             for (; i < n && self->count; i++) {
                 PyObject *item = ring_pop(self);
                 if (self->alert) {

@@ -32,7 +32,6 @@ import warnings
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future
 from itertools import compress, count, islice, repeat
-from numbers import Real
 from operator import is_
 from threading import get_ident
 from time import monotonic as _monotonic
@@ -44,6 +43,7 @@ from flowpy import _impl
 from flowpy._buffered import BufferedSubscription as _PythonBuffered
 from flowpy._buffered import Handler
 from flowpy._checks import (
+    check_timeout,
     none_error,
     require,
     require_callable_or_none,
@@ -378,18 +378,15 @@ class SubmissionPublisher(PublisherCore, Publisher[T], Generic[T]):
         Raises:
             TypeError: if ``item`` is ``None`` (rule 2.13), ``on_drop`` is not
                 callable, or ``timeout`` is not a number.
+            ValueError: if ``timeout`` is NaN. (A negative one waits not at
+                all; one above ``threading.TIMEOUT_MAX``, ``inf`` included,
+                waits that long, about 292 years.)
             ClosedPublisherError: if the publisher is closed.
             Exception: what ``on_drop`` raised.
         """
         if on_drop is not None and not callable(on_drop):  # inline: offer() is a per-item path
             raise TypeError(f"on_drop must be callable or None, got {on_drop!r}")
-        if timeout is None:
-            timeout = 0.0
-        elif not isinstance(timeout, Real) or isinstance(timeout, bool):
-            raise TypeError(f"timeout must be a number of seconds or None, got {timeout!r}")
-        elif timeout < 0:
-            timeout = 0.0
-        return self._publish(item, timeout, on_drop)
+        return self._publish(item, 0.0 if timeout is None else check_timeout(timeout, negative_is_zero=True), on_drop)
 
     def _publish(self, item: T, timeout: float | None, on_drop: DropHandler[T] | None) -> int:
         """Offer ``item`` to each subscription; ``timeout=None`` (``submit``) waits without limit."""
