@@ -22,7 +22,7 @@ from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
 
 from flowpy import operators, sources
-from flowpy._checks import require_publisher, require_subscriber
+from flowpy._checks import is_subscriber, none_error, require_publisher
 from flowpy._core.sentinels import NO_INITIAL
 from flowpy._demand import MAX_DEMAND
 from flowpy.executors import DEFAULT, Default, Executor
@@ -202,13 +202,19 @@ class Flowable(Publisher[T_co]):
         subscribes a :class:`~flowpy.subscribers.LambdaSubscriber` and
         returns it; its ``cancel()`` stops the stream.
 
+        A subscriber is anything with a callable ``on_subscribe``, a
+        :class:`~flowpy.flow.Subscriber` or a duck-typed one.
+
         Raises:
             TypeError: if ``subscriber`` is ``None``, or neither a subscriber nor callable.
         """
-        require_subscriber(subscriber)
-        if isinstance(subscriber, Subscriber):
+        if subscriber is None:
+            raise none_error("subscriber", "1.9")
+        if is_subscriber(subscriber):
             self._publisher.subscribe(subscriber)
             return None
+        if not callable(subscriber):
+            raise TypeError(f"subscriber must be a Subscriber or an on_next callable, got {subscriber!r}")
         return operators.subscribe(self._publisher, subscriber, on_error, on_complete, prefetch=prefetch)
 
     # --- Fused (synchronous) operators ----------------------------------------

@@ -82,6 +82,36 @@ def test_flowable_subscribe_accepts_callbacks_and_returns_the_subscriber() -> No
     assert seen == [0, 1, 2, "done"]
 
 
+class _DuckSubscriber:
+    """A subscriber that is no :class:`~flowpy.flow.Subscriber` subclass: the four methods are enough."""
+
+    def __init__(self) -> None:
+        self.signals: list[Any] = []
+
+    def on_subscribe(self, subscription: Any) -> None:
+        subscription.request(10)
+
+    def on_next(self, item: Any) -> None:
+        self.signals.append(item)
+
+    def on_error(self, error: BaseException) -> None:
+        self.signals.append(error)
+
+    def on_complete(self) -> None:
+        self.signals.append("done")
+
+
+def test_flowable_subscribe_accepts_a_duck_typed_subscriber() -> None:
+    duck = _DuckSubscriber()
+    assert Flowable.just(1, 2).subscribe(duck) is None  # type: ignore[call-overload]
+    assert duck.signals == [1, 2, "done"]
+
+
+def test_flowable_subscribe_of_neither_a_subscriber_nor_a_callable_names_both() -> None:
+    with pytest.raises(TypeError, match=r"^subscriber must be a Subscriber or an on_next callable, got 3$"):
+        Flowable.just(1).subscribe(3)  # type: ignore[call-overload]
+
+
 def test_flowable_subscribe_none_raises_type_error() -> None:
     with pytest.raises(TypeError, match=r"^subscriber must not be None \(rule 1\.9\)$"):
         Flowable.just(1).subscribe(None)  # type: ignore[call-overload]
