@@ -115,6 +115,11 @@ class _ReplayedBesideAFastOne(Publisher[Any]):
         self._replayed.connect()
 
 
+def through_trickle(publisher: Publisher[Any]) -> int:
+    """Stream ``publisher`` into a :class:`Trickle`; return the items it received."""
+    return _run(publisher)
+
+
 def replayed(items: int) -> Publisher[Any]:
     """``replay(256)`` of ``items`` items beside a fast subscriber: the slow one paces it 256 items behind."""
     return _ReplayedBesideAFastOne(items)
@@ -131,7 +136,7 @@ WORKLOADS: list[tuple[str, Callable[[int], int]]] = [
     ("switch_map to 100 items each", switch_map),
     ("combine_latest(just(0), range)", combine_latest),
     ("retry, 10 items per subscription", retry),
-    ("replay(256) beside a fast subscriber", lambda items: _run(replayed(items))),
-    ("group_by(x % 100).flat_map(group)", lambda items: _run(grouped(items))),
+    ("replay(256) beside a fast subscriber", lambda items: through_trickle(replayed(items))),
+    ("group_by(x % 100).flat_map(group)", lambda items: through_trickle(grouped(items))),
 ]
 """(name, workload(items) -> items delivered), for the tables of benchmarks/memory.py."""

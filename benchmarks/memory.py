@@ -11,6 +11,10 @@ object count and allocated blocks grow over:
 - ``N`` fresh int items from one producer to one subscriber on a thread pool;
 - ``C`` (default 200,000) subscribe / deliver / cancel cycles, each subscriber
   checked to be freed;
+- ``N`` items through each buffering time operator (``delay``, ``debounce``,
+  ``sample``, ``buffer_with_time``, the windows) into a slow subscriber
+  (benchmarks/_time_workloads.py), once, with the peak resident memory
+  during the run as well: it must stay flat, within the same budget.
 - ``N`` items through each operator that holds items (``take_last``,
   ``concat_map``, ``switch_map``, ``combine_latest``, ``retry``,
   ``replay(256)``, ``group_by``) to a subscriber that requests one item at a
@@ -25,28 +29,29 @@ or less.
 
 ``--grouping`` measures instead ``replay(256)`` (beside a fast subscriber)
 and ``group_by`` with 100 keys merged by ``flat_map``, each into a subscriber
-that requests one item at a time, and samples the resident size every
-million items: their memory must stay flat *during* the run, so the table
-shows the largest growth seen beside the growth once the run is over.
+that requests one item at a time, with the resident size sampled every
+50 ms (``peak_growth``): their memory must stay flat *during* the run, so
+the table shows the largest growth seen beside the growth once the run is
+over.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks._buffering import WORKLOADS as BUFFERING
-from benchmarks._buffering import Trickle, grouped, replayed
+from benchmarks._buffering import grouped, replayed, through_trickle
 from benchmarks._common import machine
 from benchmarks._leaks import Footprint, footprint, never_requesting, resident_mb, stream, subscribe_cancel
+from benchmarks._time_workloads import WORKLOADS, run
 from flowpy import _impl
 from flowpy.executors import DaemonThreadPool
-from flowpy.flow import Publisher
 
 BUDGET_MB = 5.0
 
@@ -59,29 +64,27 @@ def measure(workload: Callable[[int], int], size: int) -> tuple[int, Footprint]:
     return result, footprint().growth_since(before)
 
 
+def peak_growth(workload: Callable[[], int]) -> tuple[int, Footprint, float]:
+    """Run ``workload`` after a warm-up; return its result, the growth, and the peak resident growth in MB."""
+    before = footprint()
+    peak = [before.resident_mb]
+    stop = threading.Event()
+
+    def sample() -> None:
+        while not stop.wait(0.05):
+            peak[0] = max(peak[0], resident_mb())
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    try:
+        result = workload()
+    finally:
+        stop.set()
+        sampler.join()
+    return result, footprint().growth_since(before), peak[0] - before.resident_mb
+
+
 # --- Grouping, sharing, parallel ---
-
-
-class SampledTrickle(Trickle):
-    """A :class:`~benchmarks._buffering.Trickle` that samples the resident size every million items."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.start_mb = resident_mb()
-        self.peak_mb = self.start_mb
-
-    def on_next(self, item: Any) -> None:
-        if self.count % 1_000_000 == 999_999:
-            self.peak_mb = max(self.peak_mb, resident_mb())
-        super().on_next(item)
-
-
-def _peak(publisher: Publisher[Any]) -> tuple[int, float]:
-    subscriber = SampledTrickle()
-    publisher.subscribe(subscriber)
-    if not subscriber.done.wait(3600):
-        raise RuntimeError("the stream did not complete")
-    return subscriber.count, subscriber.peak_mb - subscriber.start_mb
 
 
 def grouping_main(items: int) -> None:
@@ -93,13 +96,11 @@ def grouping_main(items: int) -> None:
         ("replay(256) beside a fast subscriber", replayed),
         ("group_by(x % 100).flat_map(group)", grouped),
     ):
-        _peak(build(max(1, items // 10)))  # warm up
-        before = footprint()
-        count, peak = _peak(build(items))
-        after = footprint().growth_since(before).resident_mb
-        print(f"{name:<46} {count:>12,} {peak:>9.2f} {after:>9.2f}")
-        if max(peak, after) >= BUDGET_MB:
-            over_budget.append(f"{name}: {max(peak, after):.2f} MB")
+        through_trickle(build(max(1, items // 10)))  # warm up
+        count, growth, peak = peak_growth(lambda build=build: through_trickle(build(items)))
+        print(f"{name:<46} {count:>12,} {peak:>9.2f} {growth.resident_mb:>9.2f}")
+        if max(peak, growth.resident_mb) >= BUDGET_MB:
+            over_budget.append(f"{name}: {max(peak, growth.resident_mb):.2f} MB")
     if over_budget:
         raise SystemExit(f"resident memory grew by {BUDGET_MB} MB or more: {'; '.join(over_budget)}")
 
@@ -138,6 +139,17 @@ def main() -> None:
                     over_budget.append(f"{implementation}: {name}: {growth.resident_mb:.2f} MB")
     pool.shutdown()
 
+    print(f"\ntime operators, {args.items:,} items into a slow subscriber (benchmarks/_time_workloads.py)")
+    print(f"{'workload':<56} {'received':>10} {'resident MB':>12} {'peak MB':>8} {'gc objects':>11} {'blocks':>9}")
+    for name in WORKLOADS:
+        run(name, max(1, args.items // 100))  # warm up
+        received, growth, peak = peak_growth(lambda name=name: run(name, args.items))
+        print(
+            f"{name:<56} {received:>10,} {growth.resident_mb:>12.2f} {peak:>8.2f} "
+            f"{growth.gc_objects:>11,} {growth.blocks:>9,}"
+        )
+        if max(growth.resident_mb, peak) >= BUDGET_MB:
+            over_budget.append(f"time: {name}: {growth.resident_mb:.2f} MB, peak {peak:.2f} MB")
     # --- Operators that hold items, under a subscriber that asks for one at a time ---
     print(f"\n{'operator':<46} {'items':>12} {'delivered':>12} {'resident MB':>12} {'gc objects':>11} {'blocks':>9}")
     for name, workload in BUFFERING:

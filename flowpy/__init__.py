@@ -24,6 +24,7 @@ from flowpy.errors import (
     DuplicateSubscriptionError,
     MissingBackpressureError,
     ReentrantSubmitError,
+    StreamTimeoutError,
     UndeliveredItemsWarning,
 )
 from flowpy.executors import default_executor, direct_executor
@@ -54,6 +55,7 @@ __all__ = [
     "RangePublisher",
     "ReentrantSubmitError",
     "Scheduler",
+    "StreamTimeoutError",
     "SubmissionPublisher",
     "Subscriber",
     "Subscription",

@@ -6,6 +6,7 @@ import contextlib
 import threading
 from collections import deque
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from contextvars import Context
 from threading import get_ident
 from typing import Generic, TypeVar
@@ -44,6 +45,12 @@ Handler = Callable[[Subscriber[T], BaseException], object]
 # waits for, whatever the executor (the JDK's helpAsyncBlocker).
 
 
+def _lock_of(condition: threading.Condition) -> AbstractContextManager[object]:
+    """The lock ``condition`` was made with (its ``with`` statement runs no Python code)."""
+    lock: AbstractContextManager[object] = condition._lock  # type: ignore[attr-defined]
+    return lock
+
+
 class BufferedSubscription(Subscription, Generic[T]):
     """A bounded buffer of items for one subscriber, drained by one task at a time.
 
@@ -73,6 +80,7 @@ class BufferedSubscription(Subscription, Generic[T]):
         "_queued",
         "_running",
         "_space",
+        "_space_lock",
         "_stop",
         "_waiting",
         "subscriber",
@@ -101,6 +109,7 @@ class BufferedSubscription(Subscription, Generic[T]):
         # here and the consumer freed a slot, or this subscription closed, or a
         # task became pending that the producer could run.
         self._space = space
+        self._space_lock = _lock_of(space)
 
         # --- Appended to by the producer, popped by the consumer; no lock ---
         self._buffer: deque[T] = deque()
@@ -131,7 +140,10 @@ class BufferedSubscription(Subscription, Generic[T]):
 
         # --- Consumer task only; read racily by producers on the slow path ---
         self._opened = False  # on_subscribe was delivered
-        self._consumer = 0  # ident of the thread inside consume(), 0 if none
+        # Ident of the thread holding the task (inside consume()), 0 if none;
+        # set under self._lock where it claims the task, cleared where it
+        # lets go of it, so a handler can tell whether its thread holds it.
+        self._consumer = 0
         # on_next calls that returned; added once per batch (under self._lock
         # with the demand it used up, when that demand is bounded)
         self._delivered = 0
@@ -148,15 +160,19 @@ class BufferedSubscription(Subscription, Generic[T]):
         subscription with ``on_error``.
         """
         if type(n) is int and n > 0:
-            with self._lock:
-                if self._closed:
-                    return
-                demand = self._demand + n
-                self._demand = MAX_DEMAND if demand >= MAX_DEMAND else demand
-                if self._running:
-                    return
-                self._running = self._pending = True
-            self._start_signal()
+            try:
+                with self._lock:
+                    if self._closed:
+                        return
+                    demand = self._demand + n
+                    self._demand = MAX_DEMAND if demand >= MAX_DEMAND else demand
+                    if self._running:
+                        return
+                    self._running = self._pending = True
+                self._start_signal()
+            except BaseException:
+                self._start_signal()  # interrupted between marking the task and handing it over
+                raise
         else:
             error = check_request(n)
             if error is not None:
@@ -179,41 +195,55 @@ class BufferedSubscription(Subscription, Generic[T]):
         Raises:
             Exception: what the executor raised; the subscription is then closed
                 without any signal, as in the JDK.
+            BaseException: an interrupt; the subscription then ends without
+                any signal if its task had not started, else with
+                ``on_error`` of that exception after ``on_subscribe``.
         """
-        with self._lock:
-            self._running = self._pending = self._queued = True
-        execute = self._execute
-        assert execute is not None, "signal_subscribe is the first signal"
         try:
+            with self._lock:
+                self._running = self._pending = self._queued = True
+            execute = self._execute
+            assert execute is not None, "signal_subscribe is the first signal"
             execute(self._run)
-        except BaseException:
-            self._close_silently()
+        except BaseException as exc:
+            if self.claim_pending():  # no task started: nothing was signalled
+                self._close_silently()
+            else:
+                self.signal_error(exc)
             raise
 
     def signal_complete(self) -> None:
         """Deliver ``on_complete`` after the buffered items, as far as demand allows."""
-        with self._lock:
-            if self._closed or self._complete:
-                return
-            self._complete = True
-            if self._running:
-                return
-            self._running = self._pending = True
-        self._start_signal()
+        try:
+            with self._lock:
+                if self._closed or self._complete:
+                    return
+                self._complete = True
+                if self._running:
+                    return
+                self._running = self._pending = True
+            self._start_signal()
+        except BaseException:
+            self._start_signal()  # interrupted between marking the task and handing it over
+            raise
 
     def signal_error(self, error: BaseException | None) -> None:
         """Drop buffered items and deliver ``on_error(error)``, or close silently if ``None``."""
-        with self._lock:
-            if self._closed:
-                return
-            if error is not None:
-                self._pending_error = error
-            self._stop = True
-            self._alert = True
-            if self._running:
-                return
-            self._running = self._pending = True
-        self._start_signal()
+        try:
+            with self._lock:
+                if self._closed:
+                    return
+                if error is not None:
+                    self._pending_error = error
+                self._stop = True
+                self._alert = True
+                if self._running:
+                    return
+                self._running = self._pending = True
+            self._start_signal()
+        except BaseException:
+            self._start_signal()  # interrupted between marking the task and handing it over
+            raise
 
     # --- Producer side (caller holds the publisher's lock) ------------------
 
@@ -253,11 +283,16 @@ class BufferedSubscription(Subscription, Generic[T]):
         return len(self._buffer) < self._capacity or self._closed
 
     def claim_pending(self) -> bool:
-        """Take over a task that the executor has not started; then run :meth:`consume`."""
+        """Take over a task that the executor has not started; then run :meth:`consume`.
+
+        This thread then holds the task (:meth:`delivering_here` is true).
+        """
+        me = get_ident()
         with self._lock:
             if not self._pending:
                 return False
             self._pending = False
+            self._consumer = me
             return True
 
     def wait_for_space(self, timeout: float | None) -> bool:
@@ -268,8 +303,7 @@ class BufferedSubscription(Subscription, Generic[T]):
         everything after a ``False`` return. A task that the executor has not
         started is run here first.
         """
-        if self._pending and self.claim_pending():
-            self.consume()
+        if self._pending and self._run(False):
             return True
         self._waiting = True
         self._alert = True
@@ -321,58 +355,110 @@ class BufferedSubscription(Subscription, Generic[T]):
     # --- Starting the consumer task ---------------------------------------
 
     def _start_on_offer(self) -> None:
-        with self._lock:
-            if self._running or self._closed or not self._demand:
-                return
-            self._running = self._pending = True
-        self._start_signal()
+        try:
+            with self._lock:
+                if self._running or self._closed or not self._demand:
+                    return
+                self._running = self._pending = True
+            self._start_signal()
+        except BaseException:
+            self._start_signal()  # interrupted between marking the task and handing it over
+            raise
+
+    def resume(self) -> None:
+        """Start the consumer task if items and demand wait for it and none is under way.
+
+        For a producer whose :meth:`offer` or :meth:`extend` an interrupt cut
+        short between buffering and starting the task: it calls this from its
+        ``except BaseException``, so the items go out now, not at the next
+        signal.
+        """
+        if self._buffer and not self._running and self._demand:
+            self._start_on_offer()
 
     def _start_signal(self) -> None:
-        """Start the consumer task; never raises (rules 3.15, 3.16).
+        """Hand the executor a task for the pending work; never raises an ``Exception`` (rules 3.15, 3.16).
 
-        The caller set ``_running`` and ``_pending``. If the subscription
-        closed since (a stale task claimed the pending flag and ran), there
-        is nothing to start. If a task handed over earlier has not started
-        yet, it will claim the pending work, and no new task is handed
-        over. If the executor refuses, the subscription closes and the
-        subscriber is sent ``on_error`` with the executor's exception, on
-        this thread (after ``on_subscribe`` if that is due).
+        Does nothing if no work is pending (a thread claimed it) or the
+        subscription closed, and hands over no second task while one has not
+        started yet (it will claim the work). So running it again finishes a
+        hand-off that an interrupt cut short: each caller does so from its
+        ``except BaseException``. What the executor raises goes to
+        :meth:`_start_failed`.
         """
+        try:
+            self._hand_over()
+        except BaseException as exc:
+            self._start_failed(exc)
+            if not isinstance(exc, Exception):
+                raise
+
+    def _hand_over(self) -> None:
+        """The body of :meth:`_start_signal`; raises what the executor (or an interrupt) raises."""
         with self._lock:
             execute = self._execute
-            if execute is None:
+            if execute is None or not self._pending:
                 return
             queued = self._queued
             self._queued = True
-        if queued:
-            if self._waiting:
-                self._signal_waiter()
-            return
-        try:
+        if not queued:
             execute(self._run)
-        except BaseException as exc:  # the executor refused the task
-            with self._lock:
-                self._queued = False
-            if self.claim_pending():
-                with self._lock:
-                    if not self._stop:
-                        self._pending_error = exc
-                        self._stop = True
-                self.consume()
-            if not isinstance(exc, Exception):
-                raise
-            return
         if self._waiting:
             self._signal_waiter()
 
-    def _run(self) -> None:
-        """The task handed to the executor: claim the pending work, if no thread did, and do it."""
+    def _start_failed(self, error: BaseException) -> None:
+        """Handle ``error``, raised while a task was handed over.
+
+        An ``Exception`` is the executor's refusal: the subscription closes
+        and the subscriber gets ``on_error(error)`` on this thread (after
+        ``on_subscribe`` if that is due). Anything else (``KeyboardInterrupt``)
+        may have come before or after the executor queued the task, so the
+        task is handed over once more (a task with nothing left to claim
+        ends at once); only if that fails too is it a refusal.
+        """
         with self._lock:
             self._queued = False
-            if not self._pending:
+        if not isinstance(error, Exception):
+            try:
+                self._hand_over()
+            except BaseException as again:
+                with self._lock:
+                    self._queued = False
+                error = again
+            else:
                 return
-            self._pending = False
-        self.consume()
+        self._run(False, error)
+
+    def _run(self, queued_task: bool = True, refused: BaseException | None = None) -> bool:
+        """Claim the pending work, if no thread did, and deliver it on this thread; return whether there was any.
+
+        Called as the executor's task (``queued_task``: then no task is
+        queued any more), by a producer blocked for space, and after a
+        refused hand-off, to deliver ``on_error(refused)``.
+        """
+        try:
+            me = get_ident()
+            with self._lock:
+                if queued_task:
+                    self._queued = False
+                if not self._pending:
+                    return False
+                self._pending = False
+                self._consumer = me
+                if refused is not None and not self._stop:
+                    self._pending_error = refused
+                    self._stop = True
+            self.consume()
+        except BaseException as exc:
+            if queued_task and not self.delivering_here():
+                # Interrupted before it claimed the work: a new task takes it.
+                with self._lock:
+                    self._queued = False
+                self._start_signal()
+            else:
+                self._abandon(exc)
+            raise
+        return True
 
     # --- Consumer task ------------------------------------------------------
 
@@ -381,9 +467,11 @@ class BufferedSubscription(Subscription, Generic[T]):
 
         The signals run in the subscriber's context; the exit handshake runs
         after leaving it, so the next task may enter it as soon as
-        ``_running`` is clear.
+        ``_running`` is clear. Whatever escapes while this thread holds the
+        task (a ``BaseException`` from a subscriber method, or an interrupt
+        of this code) ends the subscription with ``on_error`` of it, then
+        propagates.
         """
-        self._consumer = get_ident()
         try:
             context = self._context
             if context is None:
@@ -393,8 +481,9 @@ class BufferedSubscription(Subscription, Generic[T]):
                 deliver = self._deliver
                 while context.run(deliver) and not self._exit_handshake():
                     pass
-        finally:
-            self._consumer = 0
+        except BaseException as exc:
+            self._abandon(exc)
+            raise
 
     def _exit_handshake(self) -> bool:
         """Clear "running" unless there is work, then look again; return whether the task may end."""
@@ -406,10 +495,33 @@ class BufferedSubscription(Subscription, Generic[T]):
             if (buffer and self._demand) or self._stop:
                 self._running = True
                 return False
+            self._consumer = 0
             return True
 
+    def _abandon(self, error: BaseException) -> None:
+        """End the task this thread holds, if it holds it, after ``error`` escaped from it.
+
+        An open subscription ends with ``on_error(error)`` (after
+        ``on_subscribe``, if that was not delivered yet); a closing that
+        ``error`` interrupted is finished (its terminal signal, the release).
+        """
+        if self._consumer != get_ident():
+            return
+        if self._closed:
+            self._signal_terminal()
+            return
+        with self._lock:
+            self._pending_error = error
+            self._stop = True
+        context = self._context  # on_subscribe first, if due (rule 1.9); then on_error(error)
+        if context is None:
+            self._deliver()
+        else:
+            context.run(self._deliver)
+
     def delivering_here(self) -> bool:
-        """Whether this thread is inside :meth:`consume`, that is, inside one of the subscriber's methods.
+        """Whether this thread holds the consumer task: it is inside :meth:`consume`, and so maybe inside one of the
+        subscriber's methods.
 
         A producer on that thread must not wait for space here: only this
         thread could free it.
@@ -432,7 +544,7 @@ class BufferedSubscription(Subscription, Generic[T]):
                 return False
         buffer = self._buffer
         popleft = buffer.popleft
-        on_next = subscriber.on_next
+        on_next = None  # looked up at the first item: a subscriber without one fails as a raising on_next does
         lock = self._lock
         while True:
             if self._stop:
@@ -445,6 +557,8 @@ class BufferedSubscription(Subscription, Generic[T]):
                     n = demand
                 i = 0  # after the loop: the on_next calls that returned
                 try:
+                    if on_next is None:
+                        on_next = subscriber.on_next
                     for i in range(n):  # noqa: B007 - read after the loop
                         item = popleft()
                         if self._alert and self._on_alert():
@@ -470,15 +584,9 @@ class BufferedSubscription(Subscription, Generic[T]):
                     if self._stop:
                         continue
                     self._close_locked()
-                break
+                self._signal_terminal()
+                return False
             return True  # the exit handshake follows, outside the context
-        try:
-            subscriber.on_complete()
-        except Exception:  # rule 2.13: a failing terminal signal is dropped
-            pass
-        finally:
-            self._release()
-        return False
 
     def _on_alert(self) -> bool:
         """Handle a stop or a waiting producer; return whether to stop delivering."""
@@ -491,25 +599,33 @@ class BufferedSubscription(Subscription, Generic[T]):
         return False
 
     def _signal_waiter(self) -> None:
-        with self._space:
-            self._waiting = False
+        # Notify first: if an interrupt comes before, _waiting stays set and
+        # the next signal (at the latest _release) notifies again. The
+        # publisher's lock is entered directly: threading.Condition's own
+        # __exit__ is Python code, where an interrupt would leave it held.
+        with self._space_lock:
             self._space.notify_all()
+            self._waiting = False
 
     def _on_next_failed(self, subscriber: Subscriber[T], exc: BaseException) -> None:
         handler = self._handler
-        try:
-            if handler is not None:
-                with contextlib.suppress(Exception):  # the handler's own failure is ignored, as in the JDK
-                    handler(subscriber, exc)
-        except BaseException:
-            # KeyboardInterrupt or the like from the handler: the stream still
-            # ends with on_error(exc); then the handler's exception goes on.
-            with contextlib.suppress(BaseException):
-                self._close_on_error(exc)
-            raise
+        if handler is not None:
+            try:
+                handler(subscriber, exc)
+            except Exception:  # the handler's own failure is ignored, as in the JDK
+                pass
+            except BaseException:
+                # KeyboardInterrupt or the like from the handler: the stream still
+                # ends with on_error(exc); then the handler's exception goes on.
+                with contextlib.suppress(BaseException):
+                    self._close_on_error(exc)
+                raise
         self._close_on_error(exc)
 
     # --- Closing ------------------------------------------------------------
+    # Closing leaves the terminal signal due in _pending_error (on_error) or
+    # _complete (on_complete), neither for a cancel; _signal_terminal then
+    # delivers it, so a closing that an interrupt cut short can be finished.
 
     def _close_locked(self) -> None:
         """Mark closed; the caller holds self._lock."""
@@ -521,33 +637,51 @@ class BufferedSubscription(Subscription, Generic[T]):
         self._execute = None
 
     def _close_on_error(self, error: BaseException | None) -> None:
+        """Close, then deliver ``on_error(error)``, or of the pending error if ``None``, or nothing (a cancel)."""
         with self._lock:
             if self._closed:
                 return
-            if error is None:
-                error = self._pending_error
-            self._pending_error = None
+            if error is not None:
+                self._pending_error = error
+            self._complete = False
             self._close_locked()
+        self._signal_terminal()
+
+    def _close_silently(self) -> None:
+        with self._lock:
+            self._pending_error = None
+            self._complete = False
+            self._close_locked()
+        self._release()
+
+    def _signal_terminal(self) -> None:
+        """Deliver the terminal signal left due by closing, once, then :meth:`_release`; by the task's holder.
+
+        A failing terminal signal is dropped (rule 2.13), unless it is not an ``Exception``.
+        """
         subscriber = self.subscriber
+        error = self._pending_error
+        complete = self._complete
+        self._pending_error = None
+        self._complete = False
         try:
-            if error is not None and subscriber is not None:
-                subscriber.on_error(error)
+            if subscriber is not None:
+                if error is not None:
+                    subscriber.on_error(error)
+                elif complete:
+                    subscriber.on_complete()
         except Exception:  # rule 2.13: a failing terminal signal is dropped
             pass
         finally:
             self._release()
 
-    def _close_silently(self) -> None:
-        with self._lock:
-            self._close_locked()
-        self._release()
-
     def _release(self) -> None:
-        """Drop the buffer and the subscriber (rule 3.13) and free a waiting producer."""
-        self._buffer.clear()
+        """Drop the subscriber and the buffer (rule 3.13), free a waiting producer, and let go of the task."""
         self.subscriber = None
         if self._waiting:
             self._signal_waiter()
+        self._buffer.clear()
+        self._consumer = 0
 
     def __repr__(self) -> str:
         state = "closed" if self._closed else f"demand={self._demand} buffered={len(self._buffer)}"

@@ -281,7 +281,7 @@ claim_pending(BufObject *self)
 
 static int consume(BufObject *self);
 
-/* with space: waiting = False; space.notify_all() */
+/* with space: space.notify_all(); waiting = False */
 static int
 signal_waiter(BufObject *self)
 {
@@ -293,7 +293,8 @@ signal_waiter(BufObject *self)
         return -1;
     }
     Py_DECREF(r);
-    self->waiting = 0;
+    /* Notify first: if it fails (an interrupt in notify_all, which is Python
+       code), `waiting` stays set and the next signal notifies again. */
     r = PyObject_CallMethodNoArgs(space, st->str_notify_all);
     PyObject *earlier = NULL;
     if (r == NULL) {
@@ -301,6 +302,7 @@ signal_waiter(BufObject *self)
     }
     else {
         Py_DECREF(r);
+        self->waiting = 0;
     }
     r = PyObject_CallMethodNoArgs(space, st->str_release);
     Py_DECREF(space);
@@ -446,11 +448,29 @@ on_alert(BufObject *self)
     return 0;
 }
 
-/* The reference's _start_signal: start the consumer task; never raises an
-   Exception (rules 3.15, 3.16). `execute` is a new reference or NULL, read in
-   the same section that set running and pending. If the executor refuses,
-   the subscription closes and the subscriber gets on_error with the
-   executor's exception on this thread (after on_subscribe if that is due). */
+/* The reference's _hand_over section: the executor to hand a task to (a new
+   reference), or NULL: closed, no work pending (a thread claimed it), or a
+   task handed over earlier has not started yet and will claim the work. */
+static inline PyObject *
+take_hand_over(BufObject *self)
+{
+    if (self->execute == NULL || !self->pending || self->queued) {
+        return NULL;
+    }
+    self->queued = 1;
+    return Py_NewRef(self->execute);
+}
+
+/* Set running and pending, in one section, and return what take_hand_over
+   returns. */
+static inline PyObject *
+mark_started(BufObject *self)
+{
+    self->running = 1;
+    self->pending = 1;
+    return take_hand_over(self);
+}
+
 static PyObject *buf_run(PyObject *self, PyObject *unused);
 
 static PyMethodDef run_def = {
@@ -458,65 +478,90 @@ static PyMethodDef run_def = {
     PyDoc_STR("The consumer task: run consume() if this thread claims the pending task."),
 };
 
+/* The rest of the reference's _hand_over: hand `execute` (stolen; NULL for
+   none) a task, then wake a waiting producer. Returns -1 with the exception
+   set if the executor (or the wake-up) raised. */
 static int
-start_signal(BufObject *self, PyObject *execute)
+hand_over(BufObject *self, PyObject *execute)
 {
-    if (execute == NULL) {
-        if (self->execute != NULL && self->waiting) { /* a task is queued, and now has work */
-            return signal_waiter(self);
+    if (execute != NULL) {
+        PyObject *r = NULL;
+        PyObject *run = PyCFunction_New(&run_def, (PyObject *)self);
+        if (run != NULL) {
+            r = PyObject_CallOneArg(execute, run);
+            Py_DECREF(run);
         }
-        return 0;
-    }
-    PyObject *r = NULL;
-    PyObject *run = PyCFunction_New(&run_def, (PyObject *)self);
-    if (run != NULL) {
-        r = PyObject_CallOneArg(execute, run);
-    }
-    PyObject *exc = r == NULL ? take_exception() : NULL;
-    Py_XDECREF(run);
-    Py_DECREF(execute);
-    if (r == NULL) { /* the executor refused the task */
-        self->queued = 0;
-        if (claim_pending(self)) {
-            PyObject *old = NULL;
-            if (!self->stop) {
-                old = self->pending_error;
-                self->pending_error = Py_NewRef(exc);
-                self->stop = 1;
-            }
-            Py_XDECREF(old);
-            if (consume(self) < 0) {
-                Py_DECREF(exc);
-                return -1;
-            }
-        }
-        if (!is_exception(exc)) {
-            restore_exception(exc);
+        Py_DECREF(execute);
+        if (r == NULL) {
             return -1;
         }
-        Py_DECREF(exc);
-        return 0;
+        Py_DECREF(r);
     }
-    Py_DECREF(r);
+    else if (self->execute == NULL) {
+        return 0; /* closed */
+    }
     if (self->waiting) {
         return signal_waiter(self);
     }
     return 0;
 }
 
-/* Set running and pending, in one section, and return the executor to hand
-   a task to (a new reference), or NULL: closed, or a task handed over
-   earlier has not started yet and will claim the pending work. */
-static inline PyObject *
-mark_started(BufObject *self)
+/* The refusal of the reference's _start_failed: close, and deliver
+   on_error(error) (borrowed) on this thread, after on_subscribe if due, if
+   no other thread claimed the pending work. */
+static int
+refuse(BufObject *self, PyObject *error)
 {
-    self->running = 1;
-    self->pending = 1;
-    if (self->execute == NULL || self->queued) {
-        return NULL;
+    if (!claim_pending(self)) {
+        return 0;
     }
-    self->queued = 1;
-    return Py_NewRef(self->execute);
+    PyObject *old = NULL;
+    if (!self->stop) {
+        old = self->pending_error;
+        self->pending_error = Py_NewRef(error);
+        self->stop = 1;
+    }
+    Py_XDECREF(old);
+    return consume(self);
+}
+
+/* The reference's _start_signal: hand the executor a task for the pending
+   work (`execute`, stolen, from mark_started or take_hand_over); never raises
+   an Exception (rules 3.15, 3.16). What the executor raises is the
+   reference's _start_failed: an Exception is a refusal; anything else
+   (KeyboardInterrupt) may have come before or after the executor queued the
+   task, so it is handed over once more, and only if that fails too is it a
+   refusal; then the first exception propagates. */
+static int
+start_signal(BufObject *self, PyObject *execute)
+{
+    if (hand_over(self, execute) == 0) {
+        return 0;
+    }
+    PyObject *exc = take_exception();
+    self->queued = 0;
+    PyObject *error = exc;
+    PyObject *again = NULL;
+    if (!is_exception(exc)) {
+        if (hand_over(self, take_hand_over(self)) == 0) {
+            restore_exception(exc);
+            return -1;
+        }
+        self->queued = 0;
+        again = error = take_exception();
+    }
+    int result = refuse(self, error);
+    Py_XDECREF(again);
+    if (result < 0) {
+        Py_DECREF(exc);
+        return -1;
+    }
+    if (!is_exception(exc)) {
+        restore_exception(exc);
+        return -1;
+    }
+    Py_DECREF(exc);
+    return 0;
 }
 
 /* --- The consumer task ------------------------------------------------------------ */
@@ -553,10 +598,6 @@ deliver(BufObject *self)
         }
         Py_DECREF(r);
     }
-    on_next = PyObject_GetAttr(subscriber, st->str_on_next);
-    if (on_next == NULL) {
-        goto done;
-    }
     for (;;) {
         if (self->stop) {
             result = close_on_error(self, NULL);
@@ -569,6 +610,15 @@ deliver(BufObject *self)
                 n = (Py_ssize_t)demand;
             }
             Py_ssize_t i = 0; /* after the loop: the on_next calls that returned */
+            if (on_next == NULL) {
+                /* Looked up at the first item: a subscriber without one fails
+                   as a raising on_next does. */
+                on_next = PyObject_GetAttr(subscriber, st->str_on_next);
+                if (on_next == NULL) {
+                    exc = take_exception();
+                    goto failed;
+                }
+            }
             for (; i < n && self->count; i++) {
                 PyObject *item = ring_pop(self);
                 if (self->alert) {
@@ -720,6 +770,17 @@ buf_run(PyObject *op, PyObject *Py_UNUSED(unused))
     Py_RETURN_NONE;
 }
 
+/* The reference's resume: start the task for items that wait for it. */
+static PyObject *
+buf_resume(PyObject *op, PyObject *Py_UNUSED(unused))
+{
+    BufObject *self = (BufObject *)op;
+    if (self->count && !self->running && self->demand && start_signal(self, mark_started(self)) < 0) {
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
 static PyObject *
 buf_consume(PyObject *op, PyObject *Py_UNUSED(unused))
 {
@@ -838,7 +899,18 @@ buf_signal_subscribe(PyObject *op, PyObject *Py_UNUSED(unused))
     Py_XDECREF(run);
     Py_DECREF(execute);
     if (r == NULL) {
-        if (close_silently(self) < 0) {
+        /* Refused, or interrupted: if no task started, nothing was signalled
+           and it closes silently; else on_error(exc) follows on_subscribe. */
+        int failed;
+        if (claim_pending(self)) {
+            failed = close_silently(self);
+        }
+        else {
+            PyObject *done = buf_signal_error(op, exc);
+            failed = done == NULL;
+            Py_XDECREF(done);
+        }
+        if (failed) {
             chain_exception(exc);
         }
         else {
@@ -1187,6 +1259,8 @@ static PyMethodDef buf_methods[] = {
      PyDoc_STR("(buffered, demand, delivered, dropped), read together, for monitoring.")},
     {"has_task", buf_has_task, METH_NOARGS,
      PyDoc_STR("Whether a consumer task is queued or running (a racy reading, for monitoring).")},
+    {"resume", buf_resume, METH_NOARGS,
+     PyDoc_STR("Start the consumer task if items and demand wait for it and none is under way.")},
     {"consume", buf_consume, METH_NOARGS,
      PyDoc_STR("Deliver signals until there is nothing to do; called by the one thread holding the task.")},
     {"delivering_here", buf_delivering_here, METH_NOARGS,

@@ -15,7 +15,12 @@ call only to build the error::
 
 from __future__ import annotations
 
+import threading
+from numbers import Real
+
 __all__ = [
+    "check_timeout",
+    "is_subscriber",
     "none_error",
     "require",
     "require_callable",
@@ -47,16 +52,27 @@ def require(value: object, name: str, rule: str = "") -> None:
         raise none_error(name, rule)
 
 
-def require_subscriber(subscriber: object) -> None:
-    """Raise ``TypeError("subscriber must not be None (rule 1.9)")`` if ``subscriber`` is ``None``.
+def is_subscriber(value: object) -> bool:
+    """Whether ``value`` can be subscribed: it has a callable ``on_subscribe`` (a Flow or Reactive Streams subscriber,
+    or a duck-typed one)."""
+    return callable(getattr(value, "on_subscribe", None))
 
-    What every ``Publisher.subscribe`` checks first.
+
+def require_subscriber(subscriber: object) -> None:
+    """Raise unless ``subscriber`` is a subscriber: not ``None``, with a callable ``on_subscribe``.
+
+    What every ``Publisher.subscribe`` checks first (rule 1.9). The other
+    three methods are the subscriber's own business: one that is missing
+    fails when its signal comes, as a method that raises does.
 
     Raises:
-        TypeError: if ``subscriber`` is ``None`` (rule 1.9).
+        TypeError: if ``subscriber`` is ``None`` (rule 1.9), or has no
+            callable ``on_subscribe``.
     """
     if subscriber is None:
         raise none_error("subscriber", "1.9")
+    if not is_subscriber(subscriber):
+        raise TypeError(f"subscriber must be a Subscriber (with a callable on_subscribe), got {subscriber!r}")
 
 
 def require_int(value: object, name: str) -> int:
@@ -142,3 +158,31 @@ def require_publisher(publisher: object, name: str = "publisher") -> None:
     """
     if not callable(getattr(publisher, "subscribe", None)):
         raise TypeError(f"{name} must be a Publisher, got {publisher!r}")
+
+
+def check_timeout(value: object, name: str = "timeout", *, negative_is_zero: bool = False) -> float:
+    """Return ``value`` as the seconds to wait, for every call that takes a timeout.
+
+    A real number (``bool`` is not), not NaN. One above
+    ``threading.TIMEOUT_MAX`` (about 292 years), ``inf`` included, waits that
+    long: for ever, in practice. With ``negative_is_zero``, a negative one
+    is 0, no wait (``offer``, as in the JDK); else it is an error. ``None``,
+    where a call allows it, is the caller's to handle.
+
+    Raises:
+        TypeError: if ``value`` is not a real number.
+        ValueError: if it is NaN, or negative without ``negative_is_zero``.
+    """
+    if not isinstance(value, Real) or isinstance(value, bool):
+        raise TypeError(f"{name} must be a number of seconds or None, got {value!r}")
+    if value != value:  # NaN, of any Real type
+        raise ValueError(f"{name} must be a number of seconds, got {value!r}")
+    if value < 0:
+        if negative_is_zero:
+            return 0.0
+        raise ValueError(f"{name} must be >= 0 or None, got {value!r}")
+    try:
+        seconds = float(value)
+    except OverflowError:  # an int or Fraction beyond float
+        return threading.TIMEOUT_MAX
+    return seconds if seconds <= threading.TIMEOUT_MAX else threading.TIMEOUT_MAX

@@ -13,6 +13,7 @@ __all__ = [
     "DuplicateSubscriptionError",
     "MissingBackpressureError",
     "ReentrantSubmitError",
+    "StreamTimeoutError",
     "UndeliveredItemsWarning",
 ]
 
@@ -34,7 +35,21 @@ class DuplicateSubscriptionError(RuntimeError):
 
 
 class MissingBackpressureError(RuntimeError):
-    """A source produced more than was requested and the bounded buffer overflowed."""
+    """More items came than the subscriber requested, and nothing was there to hold them.
+
+    A source produced more than was requested and a bounded buffer
+    overflowed, or a source that cannot slow down (``interval``, a timer of
+    ``debounce``, ``sample`` or a time window) had an item due while the
+    subscriber had no demand; put an ``on_backpressure_*`` operator after it.
+    """
+
+
+class StreamTimeoutError(TimeoutError):
+    """A source signalled nothing within the time given to ``timeout()``; it was cancelled.
+
+    A subclass of the built-in :class:`TimeoutError`, as RxJava's ``timeout``
+    fails with ``java.util.concurrent.TimeoutException``.
+    """
 
 
 class ReentrantSubmitError(RuntimeError):

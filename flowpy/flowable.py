@@ -22,7 +22,7 @@ from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
 
 from flowpy import operators, sources
-from flowpy._checks import require_publisher, require_subscriber
+from flowpy._checks import is_subscriber, none_error, require_publisher
 from flowpy._core.sentinels import NO_INITIAL
 from flowpy._demand import MAX_DEMAND
 from flowpy.executors import DEFAULT, Default, Executor
@@ -33,7 +33,10 @@ from flowpy.operators import (
     GroupedPublisher,
     Notification,
     OverflowPolicy,
+    TimeInterval,
+    Timestamped,
 )
+from flowpy.schedulers import Scheduler
 from flowpy.subscribers import BlockingIterator, LambdaSubscriber
 from flowpy.testing import TestSubscriber
 
@@ -129,6 +132,20 @@ class Flowable(Publisher[T_co]):
         """Zip ``publishers``, into tuples unless ``fn`` is given (see :func:`flowpy.operators.zip`)."""
         return Flowable(operators.zip(*publishers, fn=fn, prefetch=prefetch))
 
+    # --- Time: sources ----------------------------------------------------------
+
+    @staticmethod
+    def interval(
+        period: float, initial_delay: float | None = None, *, scheduler: Scheduler | None = None
+    ) -> Flowable[int]:
+        """Emit 0, 1, 2, ... every ``period`` seconds (see :func:`flowpy.operators.interval`)."""
+        return Flowable(operators.interval(period, initial_delay, scheduler=scheduler))
+
+    @staticmethod
+    def timer(delay: float, *, scheduler: Scheduler | None = None) -> Flowable[int]:
+        """Emit 0 after ``delay`` seconds, then complete (see :func:`flowpy.operators.timer`)."""
+        return Flowable(operators.timer(delay, scheduler=scheduler))
+
     # --- Sources: defer, using, combine_latest, amb ------------------------
 
     @staticmethod
@@ -189,13 +206,19 @@ class Flowable(Publisher[T_co]):
         subscribes a :class:`~flowpy.subscribers.LambdaSubscriber` and
         returns it; its ``cancel()`` stops the stream.
 
+        A subscriber is anything with a callable ``on_subscribe``, a
+        :class:`~flowpy.flow.Subscriber` or a duck-typed one.
+
         Raises:
             TypeError: if ``subscriber`` is ``None``, or neither a subscriber nor callable.
         """
-        require_subscriber(subscriber)
-        if isinstance(subscriber, Subscriber):
+        if subscriber is None:
+            raise none_error("subscriber", "1.9")
+        if is_subscriber(subscriber):
             self._publisher.subscribe(subscriber)
             return None
+        if not callable(subscriber):
+            raise TypeError(f"subscriber must be a Subscriber or an on_next callable, got {subscriber!r}")
         return operators.subscribe(self._publisher, subscriber, on_error, on_complete, prefetch=prefetch)
 
     # --- Fused (synchronous) operators ----------------------------------------
@@ -301,6 +324,59 @@ class Flowable(Publisher[T_co]):
     def share(self, prefetch: int = 256) -> ConnectableFlowable[T_co]:
         """A multicast flowable that starts with its first subscriber (see :func:`flowpy.operators.share`)."""
         return ConnectableFlowable(operators.share(self._publisher, prefetch))
+
+    # --- Time -------------------------------------------------------------------
+
+    def delay(self, seconds: float, *, scheduler: Scheduler | None = None, prefetch: int = 256) -> Flowable[T_co]:
+        """Emit each item ``seconds`` later (see :func:`flowpy.operators.delay`)."""
+        return Flowable(operators.delay(self._publisher, seconds, scheduler=scheduler, prefetch=prefetch))
+
+    def delay_subscription(self, seconds: float, *, scheduler: Scheduler | None = None) -> Flowable[T_co]:
+        """Subscribe to this flowable ``seconds`` later (see :func:`flowpy.operators.delay_subscription`)."""
+        return Flowable(operators.delay_subscription(self._publisher, seconds, scheduler=scheduler))
+
+    def timeout(
+        self, seconds: float, *, fallback: Publisher[T_co] | None = None, scheduler: Scheduler | None = None
+    ) -> Flowable[T_co]:
+        """Fail, or switch to ``fallback``, after ``seconds`` of silence (see :func:`flowpy.operators.timeout`)."""
+        return Flowable(operators.timeout(self._publisher, seconds, fallback=fallback, scheduler=scheduler))
+
+    def debounce(self, seconds: float, *, scheduler: Scheduler | None = None) -> Flowable[T_co]:
+        """Emit an item after ``seconds`` without a newer one (see :func:`flowpy.operators.debounce`)."""
+        return Flowable(operators.debounce(self._publisher, seconds, scheduler=scheduler))
+
+    def sample(self, period: float, *, scheduler: Scheduler | None = None) -> Flowable[T_co]:
+        """Emit the latest item every ``period`` seconds (see :func:`flowpy.operators.sample`)."""
+        return Flowable(operators.sample(self._publisher, period, scheduler=scheduler))
+
+    def throttle_first(self, seconds: float, *, scheduler: Scheduler | None = None) -> Flowable[T_co]:
+        """Emit an item, drop those of the next ``seconds`` (fused; see :func:`flowpy.operators.throttle_first`)."""
+        return Flowable(operators.throttle_first(self._publisher, seconds, scheduler=scheduler))
+
+    def buffer_with_time(
+        self, timespan: float, max_count: int | None = None, *, scheduler: Scheduler | None = None
+    ) -> Flowable[list[T_co]]:
+        """Emit the items in a list every ``timespan`` seconds (see :func:`flowpy.operators.buffer_with_time`)."""
+        return Flowable(operators.buffer_with_time(self._publisher, timespan, max_count, scheduler=scheduler))
+
+    def window_with_count(self, count: int, skip: int | None = None) -> Flowable[Flowable[T_co]]:
+        """Emit windows of ``count`` items, each a Flowable (see :func:`flowpy.operators.window_with_count`)."""
+        return Flowable(operators.map(operators.window_with_count(self._publisher, count, skip), Flowable))
+
+    def window_with_time(
+        self, timespan: float, max_count: int | None = None, *, scheduler: Scheduler | None = None
+    ) -> Flowable[Flowable[T_co]]:
+        """Emit a window every ``timespan`` seconds, each a Flowable (see :func:`flowpy.operators.window_with_time`)."""
+        windows = operators.window_with_time(self._publisher, timespan, max_count, scheduler=scheduler)
+        return Flowable(operators.map(windows, Flowable))
+
+    def timestamp(self, *, scheduler: Scheduler | None = None) -> Flowable[Timestamped[T_co]]:
+        """Emit each item with ``scheduler.now()`` (fused; see :func:`flowpy.operators.timestamp`)."""
+        return Flowable(operators.timestamp(self._publisher, scheduler=scheduler))
+
+    def time_interval(self, *, scheduler: Scheduler | None = None) -> Flowable[TimeInterval[T_co]]:
+        """Emit each item with the seconds since the one before (fused; see :func:`flowpy.operators.time_interval`)."""
+        return Flowable(operators.time_interval(self._publisher, scheduler=scheduler))
 
     # --- Error recovery: retry, retry_when, on_error_resume, on_error_return ---
 

@@ -124,7 +124,7 @@ _PURGE_MIN = 64  # cancelled tasks tolerated in the heap before a rebuild is con
 class ScheduledTask:
     """The handle of one function scheduled on a :class:`TimerScheduler`; :meth:`cancel` stops it."""
 
-    __slots__ = ("_cancelled", "_count", "_first", "_fn", "_in_heap", "_period", "_scheduler")
+    __slots__ = ("__weakref__", "_cancelled", "_count", "_first", "_fn", "_in_heap", "_period", "_scheduler")
 
     def __init__(self, scheduler: TimerScheduler, fn: Task, first: float, period: float | None) -> None:
         # --- Guarded by the timer queue's lock --------------------------
@@ -219,7 +219,11 @@ class _TimerQueue:
                 self.cancelled += 1
                 if self.heap[0][2] is task:
                     self.changed.notify()  # the thread sleeps until this one: let it look again
-                if self.cancelled > _PURGE_MIN and 2 * self.cancelled > len(self.heap):
+                if self.cancelled == len(self.heap):  # all cancelled: drop the lot at once
+                    self.heap = []
+                    self.cancelled = 0
+                    self.changed.notify()  # the thread goes idle rather than wait for a gone head
+                elif self.cancelled > _PURGE_MIN and 2 * self.cancelled > len(self.heap):
                     self._purge_locked()
 
     def _purge_locked(self) -> None:
@@ -264,27 +268,31 @@ class _TimerQueue:
             del ready
 
     def _wait_locked(self, me: threading.Thread) -> list[ScheduledTask] | None:
-        """Wait until tasks are due and pop them; ``None`` when this thread is to end. Caller holds the lock."""
-        heap = self.heap
+        """Wait until tasks are due and pop them; ``None`` when this thread is to end. Caller holds the lock.
+
+        Nothing of the heap is held in a local while waiting: a purge meanwhile
+        replaces the list, and the old one (and its tasks) must be freed then.
+        """
         while True:
             if self.exiting or self.thread is not me:
                 return None
-            heap = self.heap
-            if not heap:
+            if not self.heap:
                 if not self.changed.wait(_IDLE_EXIT) and not self.heap and self.thread is me:
                     self.thread = None  # idle: the next push starts a new thread
                     return None
                 continue
-            due, _, task = heap[0]
-            if not task._in_heap:
-                heapq.heappop(heap)
+            due, _, head = self.heap[0]
+            if not head._in_heap:
+                heapq.heappop(self.heap)
                 self.cancelled -= 1
                 continue
             delay = due - monotonic()
             if delay > 0:
+                del head
                 self.changed.wait(delay)
                 continue
             break
+        heap = self.heap
         now = monotonic()
         ready = []
         while heap and heap[0][0] <= now:

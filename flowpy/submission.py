@@ -32,7 +32,6 @@ import warnings
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future
 from itertools import compress, count, islice, repeat
-from numbers import Real
 from operator import is_
 from threading import get_ident
 from time import monotonic as _monotonic
@@ -43,7 +42,14 @@ from typing import Any, Final, Generic, TypeVar, cast
 from flowpy import _impl
 from flowpy._buffered import BufferedSubscription as _PythonBuffered
 from flowpy._buffered import Handler
-from flowpy._checks import none_error, require, require_callable_or_none, require_positive_int, require_subscriber
+from flowpy._checks import (
+    check_timeout,
+    none_error,
+    require,
+    require_callable_or_none,
+    require_positive_int,
+    require_subscriber,
+)
 from flowpy._consumer import no_result, subscribe_future
 from flowpy._context import capture
 from flowpy._exit import track
@@ -188,14 +194,20 @@ class SubmissionPublisher(PublisherCore, Publisher[T], Generic[T]):
                         )
                     )
                     return False
-            subscription.signal_subscribe()
-            if self._closed_exception is not None:
-                subscription.signal_error(self._closed_exception)
-            elif self._closed:
-                subscription.signal_complete()
-            else:
-                self._subscriptions = (*live, subscription)
-                track(subscription)
+            try:
+                subscription.signal_subscribe()
+                if self._closed_exception is not None:
+                    subscription.signal_error(self._closed_exception)
+                elif self._closed:
+                    subscription.signal_complete()
+                else:
+                    track(subscription)
+                    self._subscriptions = (*live, subscription)
+            except BaseException as exc:
+                # Refused (closed already, without a signal) or interrupted:
+                # whatever was started ends with on_error(exc).
+                subscription.signal_error(exc)
+                raise
         return True
 
     # --- Producing ------------------------------------------------------------
@@ -222,8 +234,12 @@ class SubmissionPublisher(PublisherCore, Publisher[T], Generic[T]):
         if item is None:  # inline, not require(): once per item on the hot path; only a failure calls
             raise none_error("item", "2.13")
         lock = self._lock
-        if not lock.acquire(False):  # explicit calls cost half of a with-statement on this path
-            self._acquire_contended()
+        try:  # explicit calls cost half of a with-statement on this path
+            if not lock.acquire(False):
+                self._acquire_contended()
+        except BaseException:
+            _release_if_taken(lock)
+            raise
         try:
             subscriptions = self._subscriptions
             if len(subscriptions) == 1 and not self._blocked:
@@ -243,6 +259,9 @@ class SubmissionPublisher(PublisherCore, Publisher[T], Generic[T]):
             if subscriptions and not self._blocked:  # _publish_locked, less its checks made here
                 return self._publish_to(item, subscriptions, None, None)
             return self._publish_locked(item, None, None)
+        except BaseException:
+            self._recover(lock)
+            raise
         finally:
             lock.release()
 
@@ -272,10 +291,17 @@ class SubmissionPublisher(PublisherCore, Publisher[T], Generic[T]):
             if not chunk:
                 return submitted
             end = _first_none(chunk)  # up to it; it then raises as submit(None) would
-            if not lock.acquire(False):
-                self._acquire_contended()
+            try:
+                if not lock.acquire(False):
+                    self._acquire_contended()
+            except BaseException:
+                _release_if_taken(lock)
+                raise
             try:
                 self._publish_chunk(chunk, end)
+            except BaseException:
+                self._recover(lock)
+                raise
             finally:
                 lock.release()
             submitted += end
@@ -352,28 +378,32 @@ class SubmissionPublisher(PublisherCore, Publisher[T], Generic[T]):
         Raises:
             TypeError: if ``item`` is ``None`` (rule 2.13), ``on_drop`` is not
                 callable, or ``timeout`` is not a number.
+            ValueError: if ``timeout`` is NaN. (A negative one waits not at
+                all; one above ``threading.TIMEOUT_MAX``, ``inf`` included,
+                waits that long, about 292 years.)
             ClosedPublisherError: if the publisher is closed.
             Exception: what ``on_drop`` raised.
         """
         if on_drop is not None and not callable(on_drop):  # inline: offer() is a per-item path
             raise TypeError(f"on_drop must be callable or None, got {on_drop!r}")
-        if timeout is None:
-            timeout = 0.0
-        elif not isinstance(timeout, Real) or isinstance(timeout, bool):
-            raise TypeError(f"timeout must be a number of seconds or None, got {timeout!r}")
-        elif timeout < 0:
-            timeout = 0.0
-        return self._publish(item, timeout, on_drop)
+        return self._publish(item, 0.0 if timeout is None else check_timeout(timeout, negative_is_zero=True), on_drop)
 
     def _publish(self, item: T, timeout: float | None, on_drop: DropHandler[T] | None) -> int:
         """Offer ``item`` to each subscription; ``timeout=None`` (``submit``) waits without limit."""
         if item is None:
             raise none_error("item", "2.13")
         lock = self._lock
-        if not lock.acquire(False):
-            self._acquire_contended()
+        try:
+            if not lock.acquire(False):
+                self._acquire_contended()
+        except BaseException:
+            _release_if_taken(lock)
+            raise
         try:
             return self._publish_locked(item, timeout, on_drop)
+        except BaseException:
+            self._recover(lock)
+            raise
         finally:
             lock.release()
 
@@ -506,10 +536,14 @@ class SubmissionPublisher(PublisherCore, Publisher[T], Generic[T]):
             if self._closed:
                 raise self._closed_error(_operation(timeout))
         finally:
-            subscription.stop_waiting()
             self._blocked = 0
             if self._turn_waiters:
-                self._turn.notify_all()
+                try:
+                    self._turn.notify_all()
+                except BaseException:  # an interrupt before the waiters were woken: wake them
+                    self._turn.notify_all()
+                    raise
+            subscription.stop_waiting()
 
     # --- Closing ----------------------------------------------------------------
 
@@ -526,9 +560,11 @@ class SubmissionPublisher(PublisherCore, Publisher[T], Generic[T]):
             self._closed = True
             subscriptions = self._subscriptions
             self._subscriptions = ()
-            self._space.notify_all()
-            for subscription in subscriptions:
-                subscription.signal_complete()
+            try:
+                self._end_all(subscriptions, None)
+            except BaseException:
+                self._end_all(subscriptions, None)  # an interrupt cut it short: every step again
+                raise
 
     def close_exceptionally(self, error: BaseException) -> None:
         """Send ``on_error(error)`` to every subscriber; buffered items may be dropped.
@@ -548,8 +584,22 @@ class SubmissionPublisher(PublisherCore, Publisher[T], Generic[T]):
             self._closed_exception = error
             subscriptions = self._subscriptions
             self._subscriptions = ()
-            self._space.notify_all()
-            for subscription in subscriptions:
+            try:
+                self._end_all(subscriptions, error)
+            except BaseException:
+                self._end_all(subscriptions, error)  # an interrupt cut it short: every step again
+                raise
+
+    def _end_all(self, subscriptions: tuple[BufferedSubscription[T], ...], error: BaseException | None) -> None:
+        """Wake blocked producers, then end each of ``subscriptions`` (``on_error(error)``, or ``on_complete``).
+
+        Each step may be repeated. Caller holds self._lock and has set ``_closed``.
+        """
+        self._space.notify_all()
+        for subscription in subscriptions:
+            if error is None:
+                subscription.signal_complete()
+            else:
                 subscription.signal_error(error)
 
     def __enter__(self) -> SubmissionPublisher[T]:
@@ -654,6 +704,21 @@ class SubmissionPublisher(PublisherCore, Publisher[T], Generic[T]):
             subscribers.append(SubscriberSnapshot(subscriber, buffered, capacity, demand, delivered, dropped))
         return PublisherSnapshot(self._closed, capacity, tuple(subscribers))
 
+    def _recover(self, lock: Any) -> None:
+        """Make the publisher consistent after an exception cut a producer call short; before it releases ``lock``.
+
+        An interrupt (``KeyboardInterrupt``) may come between two steps of
+        ``offer``: each subscription starts the task for items left waiting.
+        Caller holds self._lock, unless ``threading.Condition.wait`` was
+        interrupted between releasing it and taking it back (a window in
+        CPython's own code): then it is taken again here, for the caller's
+        ``release``.
+        """
+        if not lock._is_owned():
+            lock.acquire()
+        for subscription in getattr(self, "_subscriptions", ()):  # unset only if __init__ did not run
+            subscription.resume()
+
     def _live(self) -> tuple[BufferedSubscription[T], ...]:
         """The open subscriptions. Caller holds self._lock."""
         return tuple(s for s in self._subscriptions if not s.is_closed)
@@ -691,6 +756,18 @@ class SubmissionPublisher(PublisherCore, Publisher[T], Generic[T]):
                 source=self,
                 stacklevel=1,
             )
+
+
+def _release_if_taken(lock: Any) -> None:
+    """Release ``lock`` if an interrupt came after ``acquire`` took it, before the caller's ``try``.
+
+    For the ``except BaseException`` around a producer's ``acquire(False)``
+    and :meth:`SubmissionPublisher._acquire_contended`: the first fails
+    only when another thread holds the lock, the second is called only then,
+    so this thread owns the lock exactly when that call took it.
+    """
+    if lock._is_owned():
+        lock.release()
 
 
 def _operation(timeout: float | None) -> str:

@@ -26,6 +26,7 @@ CORE_MODULES = frozenset(
         "test_submission",
         "test_submission_concurrency",
         "test_submission_core",
+        "test_submission_interrupts",
         "test_submission_many",
         "test_submission_leaks",
         "test_processors",

@@ -5,7 +5,9 @@ from __future__ import annotations
 import collections
 import contextlib
 import dataclasses
+import sys
 import threading
+import time
 import traceback
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -270,3 +272,22 @@ def expect_thread_exceptions(
     See :meth:`ThreadExceptionLog.expect`; the session's log is the one used.
     """
     return thread_exceptions.expect(*types, count=count, timeout=timeout)
+
+
+def wait_until_waiting(thread: threading.Thread, timeout: float = 10.0) -> None:
+    """Return once ``thread`` waits in ``threading.Condition.wait`` (a producer blocked for space, say).
+
+    Looks at the thread's stack, not at flowpy's private state.
+    """
+    wait_code = threading.Condition.wait.__code__
+    deadline = time.monotonic() + timeout
+    pause = threading.Event()
+    while True:
+        frame = sys._current_frames().get(thread.ident or 0)
+        while frame is not None:
+            if frame.f_code is wait_code:
+                return
+            frame = frame.f_back
+        assert thread.is_alive(), f"{thread.name} ended without waiting"
+        assert time.monotonic() < deadline, f"{thread.name} did not wait within {timeout} s"
+        pause.wait(0.001)

@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import ast
+import math
+import threading
 from collections.abc import Callable
+from decimal import Decimal
+from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +15,8 @@ import pytest
 
 from flowpy import _checks
 from flowpy._checks import (
+    check_timeout,
+    is_subscriber,
     none_error,
     require,
     require_callable,
@@ -54,9 +60,67 @@ def test_require_refuses_none(rule: str, message: str) -> None:
 
 def test_require_subscriber_refuses_none_citing_rule_1_9() -> None:
     require_subscriber(LambdaSubscriber(print))
-    require_subscriber(object())  # only None is refused here; the type is the caller's contract
     with pytest.raises(TypeError, match=r"^subscriber must not be None \(rule 1\.9\)$"):
         require_subscriber(None)
+
+
+class _OnSubscribeOnly:
+    def on_subscribe(self, subscription: object) -> None:
+        raise AssertionError("not called by the check")
+
+
+def test_require_subscriber_accepts_what_has_on_subscribe_whatever_else_it_lacks() -> None:
+    require_subscriber(_OnSubscribeOnly())
+    assert is_subscriber(_OnSubscribeOnly()) and is_subscriber(LambdaSubscriber(print))
+    assert not is_subscriber(print) and not is_subscriber(None)
+
+
+@pytest.mark.parametrize(("value", "shown"), [(42, "42"), ("on_subscribe", "'on_subscribe'"), (print, "<built-in")])
+def test_require_subscriber_refuses_what_has_no_on_subscribe(value: object, shown: str) -> None:
+    with pytest.raises(
+        TypeError, match=rf"^subscriber must be a Subscriber \(with a callable on_subscribe\), got {shown}"
+    ):
+        require_subscriber(value)
+
+
+@pytest.mark.parametrize(
+    ("value", "seconds"),
+    [
+        (0, 0.0),
+        (1.5, 1.5),
+        (_Int(2), 2.0),
+        (Fraction(1, 4), 0.25),
+        (math.inf, threading.TIMEOUT_MAX),
+        (1e300, threading.TIMEOUT_MAX),
+        (2**70, threading.TIMEOUT_MAX),
+        (10**400, threading.TIMEOUT_MAX),
+    ],
+)
+def test_check_timeout_returns_seconds_no_longer_than_the_platform_can_wait(value: object, seconds: float) -> None:
+    assert check_timeout(value) == seconds
+    assert type(check_timeout(value)) is float
+
+
+def test_check_timeout_makes_a_negative_timeout_zero_only_when_asked() -> None:
+    assert check_timeout(-3, negative_is_zero=True) == 0.0
+    assert check_timeout(-math.inf, negative_is_zero=True) == 0.0
+    with pytest.raises(ValueError, match=r"^timeout must be >= 0 or None, got -3$"):
+        check_timeout(-3)
+
+
+@pytest.mark.parametrize(
+    ("value", "error", "message"),
+    [
+        (math.nan, ValueError, r"^wait must be a number of seconds, got nan$"),
+        (True, TypeError, r"^wait must be a number of seconds or None, got True$"),
+        ("1", TypeError, r"^wait must be a number of seconds or None, got '1'$"),
+        (None, TypeError, r"^wait must be a number of seconds or None, got None$"),
+        (Decimal("1"), TypeError, r"^wait must be a number of seconds or None, got Decimal\('1'\)$"),
+    ],
+)
+def test_check_timeout_refuses_nan_and_what_is_no_number(value: object, error: type[Exception], message: str) -> None:
+    with pytest.raises(error, match=message):
+        check_timeout(value, "wait", negative_is_zero=True)
 
 
 @pytest.mark.parametrize("value", [0, -3, 2**63, _Int(5)])

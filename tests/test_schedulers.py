@@ -332,11 +332,34 @@ def test_a_hundred_thousand_cancelled_timers_leave_the_heap() -> None:
     tasks = [scheduler.schedule(lambda: None, 3600.0 + i) for i in range(100_000)]
     with schedulers._queue.lock:
         assert len(schedulers._queue.heap) >= 100_000
-    for task in tasks:
+    for task in tasks[:-10]:
         task.cancel()
     with schedulers._queue.lock:
-        assert len(schedulers._queue.heap) <= schedulers._PURGE_MIN * 2
+        assert len(schedulers._queue.heap) <= schedulers._PURGE_MIN * 2  # rebuilt as cancelled timers piled up
+    for task in tasks[-10:]:
+        task.cancel()
+    with schedulers._queue.lock:
+        assert schedulers._queue.heap == []  # the last one cancelled: nothing left
     assert len(timer_threads()) == 1
+
+
+def test_cancelled_timers_are_freed_while_the_timer_thread_sleeps(monkeypatch: pytest.MonkeyPatch) -> None:
+    queue = schedulers._TimerQueue()
+    monkeypatch.setattr(schedulers, "_queue", queue)
+    scheduler = TimerScheduler(direct_executor)
+    tasks = [scheduler.schedule(lambda: None, 3600.0 + i) for i in range(1000)]
+    awake = threading.Event()
+    scheduler.schedule(awake.set, 0.0)
+    assert awake.wait(WAIT)
+    with queue.lock:  # the thread is waiting for the first of the 1,000, with the lock released
+        assert queue.thread is not None
+    refs = [weakref.ref(task) for task in tasks]
+    for task in tasks:
+        task.cancel()
+    del tasks, task
+    gc.collect()
+    assert [ref for ref in refs if ref() is not None] == []
+    queue.stop_at_exit()
 
 
 def test_the_timer_thread_ends_when_idle_and_a_new_timer_starts_another(monkeypatch: pytest.MonkeyPatch) -> None:

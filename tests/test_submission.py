@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import math
 import re
 import sys
 import threading
@@ -15,7 +16,7 @@ import pytest
 from flowpy import ClosedPublisherError, DuplicateSubscriptionError, ReentrantSubmitError, direct_executor
 from flowpy.executors import DaemonThreadPool, default_executor
 from flowpy.submission import BUFFER_CAPACITY_LIMIT, SubmissionPublisher
-from tests.support import ManualExecutor, Recorder, RejectingExecutor
+from tests.support import ManualExecutor, Recorder, RejectingExecutor, wait_until_waiting
 
 MAX = 2**63 - 1
 
@@ -104,6 +105,16 @@ def test_subscribe_none_is_type_error() -> None:
     with pytest.raises(TypeError, match=r"^subscriber must not be None \(rule 1.9\)$"):
         publisher.subscribe(None)  # type: ignore[arg-type]
     assert not publisher.has_subscribers
+
+
+@pytest.mark.parametrize(("subscriber", "shown"), [(42, "42"), (object(), "<object object at 0x[0-9a-f]+>")])
+def test_subscribe_of_what_is_no_subscriber_is_type_error(subscriber: Any, shown: str) -> None:
+    publisher, executor = manual()
+    with pytest.raises(
+        TypeError, match=rf"^subscriber must be a Subscriber \(with a callable on_subscribe\), got {shown}$"
+    ):
+        publisher.subscribe(subscriber)
+    assert not publisher.has_subscribers and not executor.tasks
 
 
 def test_on_subscribe_runs_on_the_executor_not_in_subscribe() -> None:
@@ -671,6 +682,42 @@ def test_offer_with_timeout_waits_and_succeeds_when_space_frees() -> None:
     assert recorder.items == [1, 2, 3]
 
 
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize("timeout", [math.inf, 1e300, 2**70], ids=["inf", "1e300", "2**70"])
+def test_offer_with_a_timeout_beyond_what_the_platform_can_wait_waits_until_space_frees(timeout: float) -> None:
+    publisher, executor = manual(capacity=1)
+    recorder = Recorder()
+    publisher.subscribe(recorder)
+    executor.run_all()
+    publisher.submit(1)
+    results: list[object] = []
+
+    def produce() -> None:
+        try:
+            results.append(publisher.offer(2, timeout=timeout))
+        except BaseException as exc:
+            results.append(exc)
+
+    producer = threading.Thread(target=produce)
+    producer.start()
+    wait_until_waiting(producer)  # for space
+    recorder.request(5)  # a task is due: the waiting producer runs it, which frees the slot
+    producer.join(10)
+    assert not producer.is_alive()
+    assert results == [1] and recorder.items == [1]
+    executor.run_all()
+    assert recorder.items == [1, 2]
+
+
+def test_offer_with_a_nan_timeout_is_refused_at_the_call() -> None:
+    publisher, executor = manual(capacity=1)
+    publisher.subscribe(Recorder())
+    executor.run_all()
+    with pytest.raises(ValueError, match=r"^timeout must be a number of seconds, got nan$"):
+        publisher.offer(1, timeout=math.nan)
+    assert publisher.estimate_maximum_lag() == 0
+
+
 def test_offer_with_timeout_gives_up_after_the_timeout() -> None:
     publisher, executor = manual(capacity=1)
     publisher.subscribe(Recorder())
@@ -845,6 +892,56 @@ def test_on_next_raising_calls_handler_then_on_error_with_same_exception_others_
     assert handled == [(failing, boom)]
     assert failing.kinds() == ["on_subscribe", "on_next", "on_next", "on_error"] and failing.error is boom
     assert healthy.items == [0, 1, 2] and healthy.completed
+
+
+class _WithoutOnNext:
+    """A duck-typed subscriber that lacks ``on_next``."""
+
+    def __init__(self) -> None:
+        self.signals: list[Any] = []
+        self.done = threading.Event()
+
+    def on_subscribe(self, subscription: Any) -> None:
+        self.signals.append("on_subscribe")
+        subscription.request(MAX)
+
+    def on_error(self, error: BaseException) -> None:
+        self.signals.append(error)
+        self.done.set()
+
+    def on_complete(self) -> None:
+        self.signals.append("on_complete")
+        self.done.set()
+
+
+@pytest.mark.timeout(30)
+def test_a_subscriber_without_on_next_ends_like_a_raising_on_next_and_the_others_go_on() -> None:
+    handled: list[tuple[Any, BaseException]] = []
+    publisher: SubmissionPublisher[int] = SubmissionPublisher(
+        DaemonThreadPool(2), 4, handler=lambda s, e: handled.append((s, e))
+    )
+    lacking, healthy = _WithoutOnNext(), Recorder(initial=MAX)
+    publisher.subscribe(lacking)
+    publisher.subscribe(healthy)
+    for i in range(20):  # more than its buffer holds: a stuck subscription would block submit
+        publisher.submit(i)
+    assert lacking.done.wait(10)
+    publisher.close()
+    assert healthy.done.wait(10)
+    assert healthy.items == list(range(20)) and healthy.completed
+    ((subscriber, error),) = handled
+    assert subscriber is lacking and isinstance(error, AttributeError) and "on_next" in str(error)
+    assert lacking.signals == ["on_subscribe", error]
+    assert not publisher.is_subscribed(lacking)
+
+
+def test_a_subscriber_without_on_next_that_gets_no_item_completes() -> None:
+    publisher, executor = manual()
+    lacking = _WithoutOnNext()
+    publisher.subscribe(lacking)
+    publisher.close()
+    executor.run_all()
+    assert lacking.signals == ["on_subscribe", "on_complete"]
 
 
 def test_handler_exception_is_ignored() -> None:

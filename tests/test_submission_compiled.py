@@ -565,6 +565,7 @@ class ChunkSubscription:
     def __init__(self, free: Any = 8, extended: Any = None, offered: Any = 1, on_extend: Any = None) -> None:
         self.free, self.extended, self.offered, self.on_extend = free, extended, offered, on_extend
         self.parts: list[list[Any]] = []
+        self.resumed = 0  # resume() calls: made by a producer call that an exception cut short
 
     @staticmethod
     def outcome(value: Any) -> Any:
@@ -583,6 +584,9 @@ class ChunkSubscription:
 
     def offer(self, item: Any) -> Any:
         return self.outcome(self.offered)
+
+    def resume(self) -> None:
+        self.resumed += 1
 
 
 def chunk_publisher(*subscriptions: ChunkSubscription) -> SubmissionPublisher[int]:
@@ -620,6 +624,7 @@ def test_a_failing_stand_in_subscription_in_submit_many_propagates_and_releases_
     with pytest.raises(error, match=message):
         publisher.submit_many(range(4))
     assert_lock_free(publisher)
+    assert subscription.resumed == 1  # items it took before the failure are not left waiting
 
 
 def test_a_part_that_no_longer_fits_goes_to_offer_each(compiled: None) -> None:

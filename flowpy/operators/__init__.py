@@ -9,7 +9,8 @@ chained methods.
 
 Fusion: ``map``, ``filter``, ``take``, ``skip``, ``take_while``, ``scan``,
 ``skip_while``, ``distinct``, ``distinct_until_changed``, ``do_on_next``,
-``dematerialize`` (and ``first``, ``element_at``, made of ``take`` and ``skip``)
+``dematerialize`` (and ``first``, ``element_at``, made of ``take`` and ``skip``),
+and the time steps ``throttle_first``, ``timestamp`` and ``time_interval``,
 applied to one another run as one stage, on the thread that delivers the
 upstream's signals, with no queue between them. ``observe_on``,
 ``subscribe_on``, ``merge``, ``concat``, ``zip``, ``flat_map``, ``buffer`` and
@@ -33,9 +34,11 @@ from flowpy.operators._backpressure import (
     on_backpressure_error,
     on_backpressure_latest,
 )
-from flowpy.operators._buffer import buffer
+from flowpy.operators._buffer import buffer, buffer_with_time
+from flowpy.operators._delay import delay, delay_subscription
 from flowpy.operators._filter import filter_ as filter
 from flowpy.operators._group_by import GroupedPublisher, group_by
+from flowpy.operators._interval import interval, timer
 from flowpy.operators._map import map_ as map
 from flowpy.operators._map import scan
 from flowpy.operators._merge import concat, flat_map, merge
@@ -46,6 +49,11 @@ from flowpy.operators._share import ConnectablePublisher, publish, share
 from flowpy.operators._subscribe_on import subscribe_on
 from flowpy.operators._take import skip, take, take_while
 from flowpy.operators._terminals import blocking_iter, reduce, subscribe, to_list
+from flowpy.operators._throttle import debounce, sample, throttle_first
+from flowpy.operators._timeout import timeout
+from flowpy.operators._timestamp import TimeInterval, Timestamped, time_interval, timestamp
+from flowpy.operators._unicast import UnicastPublisher
+from flowpy.operators._window import window_with_count, window_with_time
 from flowpy.operators._zip import zip_ as zip
 
 # --- Rx vocabulary: sources, error recovery, transforms, filters, hooks ---
@@ -77,13 +85,21 @@ __all__ = [
     "GroupedPublisher",
     "OverflowPolicy",
     "ParallelPublisher",
+    "TimeInterval",
+    "Timestamped",
+    "UnicastPublisher",
     "blocking_iter",
     "buffer",
+    "buffer_with_time",
     "cache",
     "concat",
+    "debounce",
+    "delay",
+    "delay_subscription",
     "filter",
     "flat_map",
     "group_by",
+    "interval",
     "map",
     "merge",
     "observe_on",
@@ -96,6 +112,7 @@ __all__ = [
     "publish",
     "reduce",
     "replay",
+    "sample",
     "scan",
     "sequential",
     "share",
@@ -104,7 +121,14 @@ __all__ = [
     "subscribe_on",
     "take",
     "take_while",
+    "throttle_first",
+    "time_interval",
+    "timeout",
+    "timer",
+    "timestamp",
     "to_list",
+    "window_with_count",
+    "window_with_time",
     "zip",
 ]
 

@@ -37,21 +37,19 @@ from flowpy._checks import (
     require_callable_or_none,
     require_positive_int,
     require_publisher,
-    require_subscriber,
 )
 from flowpy._demand import MAX_DEMAND, add_demand, replenish_limit
 from flowpy._signals import reraise_fatal, signal_subscribe
 from flowpy.errors import MissingBackpressureError
 from flowpy.flow import Publisher, Subscriber, Subscription
 from flowpy.operators._base import Relay, StagePublisher
-from flowpy.operators._unicast import UnicastQueue
+from flowpy.operators._unicast import UnicastPublisher
 
 __all__ = ["GroupedPublisher", "group_by"]
 
 T = TypeVar("T")
 K = TypeVar("K", bound=Hashable)
 V = TypeVar("V")
-V_co = TypeVar("V_co", covariant=True)
 
 
 # Implementation overview
@@ -60,24 +58,15 @@ V_co = TypeVar("V_co", covariant=True)
 # of groups (a Relay: it signals on the upstream's thread). The upstream's
 # on_next looks the key up in self._groups (a dict: read without the lock,
 # which dict operations do not need; written under it) and pushes the value
-# into that group's UnicastQueue, or makes a new group, pushes, and emits
-# it. Groups report consumed items back (consumed(), any thread), which
-# replenishes the upstream in batches; and their end (detached(), any
-# thread), which forgets them. The upstream is cancelled once the stream of
-# groups was cancelled and no group is left.
+# into that group, a UnicastPublisher (operators/_unicast.py), or makes a
+# new group, pushes, and emits it. Groups report consumed items back
+# (consumed(), any thread), which replenishes the upstream in batches; and
+# their subscriber's end (detached(), any thread), which forgets them. The
+# upstream is cancelled once the stream of groups was cancelled and no
+# group is left.
 
 
-class _Group(UnicastQueue[V]):
-    """One group's queue; it knows its key so that the parent can forget it."""
-
-    __slots__ = ("key",)
-
-    def __init__(self, parent: _GroupBy[Any, Any, V], key: Any) -> None:
-        super().__init__(parent, f"group {key!r}")
-        self.key = key
-
-
-class GroupedPublisher(Publisher[V_co], Generic[K, V_co]):
+class GroupedPublisher(UnicastPublisher[V], Generic[K, V]):
     """One group of :func:`group_by`: the items whose key is :attr:`key`, for one subscriber.
 
     Subscribe inside the ``on_next`` that delivers the group (``flat_map``
@@ -86,24 +75,15 @@ class GroupedPublisher(Publisher[V_co], Generic[K, V_co]):
     refused with ``on_error(RuntimeError)``.
     """
 
-    __slots__ = ("_group", "key")
+    __slots__ = ("key",)
 
-    def __init__(self, key: K, group: _Group[Any]) -> None:
+    def __init__(self, key: K, parent: _GroupBy[Any, K, Any]) -> None:
+        super().__init__("group", lambda: parent.detached(self), on_consumed=parent.consumed, delay_error=False)
         self.key: K = key
         """The key that all the group's items share."""
-        self._group = group
-
-    def subscribe(self, subscriber: Subscriber[V_co]) -> None:
-        """Deliver the group's items to ``subscriber``, the only one it admits.
-
-        Raises:
-            TypeError: if ``subscriber`` is ``None`` (rule 1.9).
-        """
-        require_subscriber(subscriber)
-        self._group.subscribe(subscriber)
 
     def __repr__(self) -> str:
-        return f"<GroupedPublisher key={self.key!r}>"
+        return f"<GroupedPublisher key={self.key!r}: {self.queued} queued>"
 
 
 class _GroupBy(Relay, Generic[T, K, V]):
@@ -136,7 +116,7 @@ class _GroupBy(Relay, Generic[T, K, V]):
         self._limit = replenish_limit(prefetch)
         self._lock = threading.Lock()  # a leaf: nothing is called while it is held
         # --- Written under self._lock; read without it by on_next ------------
-        self._groups: dict[K, _Group[V]] = {}  # the live groups by key
+        self._groups: dict[K, GroupedPublisher[K, V]] = {}  # the live groups by key
         self._finished = False  # no item is taken any more (upstream ended, failed or cancelled)
         # --- Guarded by self._lock --------------------------------------------
         self._requested = 0  # groups asked for; MAX_DEMAND is unbounded
@@ -194,7 +174,7 @@ class _GroupBy(Relay, Generic[T, K, V]):
             reraise_fatal(error)
             return
         try:
-            if group is not None and not group.cancelled:
+            if group is not None and not group.is_ended:
                 group.push(value)
             else:
                 self._open(key, value)
@@ -212,7 +192,7 @@ class _GroupBy(Relay, Generic[T, K, V]):
         After the stream of groups was cancelled no group is made: the item
         is dropped, and counted as consumed so that the live groups go on.
         """
-        group: _Group[V] = _Group(self, key)
+        group: GroupedPublisher[K, V] = GroupedPublisher(key, self)
         with self._lock:
             # Checked with the insert, under the lock that _release_if_unused()
             # holds: a cancel of the stream of groups either sees this group
@@ -235,10 +215,10 @@ class _GroupBy(Relay, Generic[T, K, V]):
             )
             return
         self._emitted += 1
-        self._downstream.on_next(GroupedPublisher(key, group))
+        self._downstream.on_next(group)
         if group.try_abandon():  # nobody subscribed inside on_next
             self._forget(group)
-            group.end(None)
+            group.complete()
             self.consumed(1)  # its one item no longer holds the upstream back
             self._release_if_unused()
 
@@ -257,13 +237,12 @@ class _GroupBy(Relay, Generic[T, K, V]):
             if upstream is not None:
                 upstream.request(batch)
 
-    def detached(self, inner: UnicastQueue[Any]) -> None:
-        """Forget a group that takes no more items; cancel the upstream if nothing is left to feed."""
-        assert isinstance(inner, _Group)
-        self._forget(inner)
+    def detached(self, group: GroupedPublisher[K, Any]) -> None:
+        """Forget a group its subscriber ended; cancel the upstream if nothing is left to feed."""
+        self._forget(group)
         self._release_if_unused()
 
-    def _forget(self, group: _Group[Any]) -> None:
+    def _forget(self, group: GroupedPublisher[K, Any]) -> None:
         with self._lock:
             if self._groups.get(group.key) is group:
                 del self._groups[group.key]
@@ -306,7 +285,10 @@ class _GroupBy(Relay, Generic[T, K, V]):
             groups = list(self._groups.values())
             self._groups.clear()
         for group in groups:
-            group.end(error)
+            if error is None:
+                group.complete()
+            else:
+                group.fail(error)
         if self._end():
             if error is None:
                 self._downstream.on_complete()

@@ -26,7 +26,7 @@ from flowpy.operators._base import TrackedStagePublisher
 from flowpy.operators._queue import HeadSubscriber, QueueDrain
 from flowpy.operators._tracking import Stage
 
-__all__ = ["observe_on", "observe_on_demand"]
+__all__ = ["OnDemandDrain", "OnDemandHead", "observe_on", "observe_on_demand"]
 
 T = TypeVar("T")
 T_co = TypeVar("T_co", covariant=True)
@@ -82,12 +82,12 @@ def observe_on(source: Publisher[T], executor: Executor | Default = DEFAULT, *, 
 # --- Requesting only what the subscriber asked for ----------------------------------
 
 
-class _OnDemandHead(HeadSubscriber):
-    """The upstream side of :class:`_OnDemandObserveOn`: requests only when the drain tops it up."""
+class OnDemandHead(HeadSubscriber):
+    """The upstream side of :class:`OnDemandDrain`: requests only when the drain tops it up."""
 
     __slots__ = ()
 
-    parent: _OnDemandObserveOn[Any]
+    parent: OnDemandDrain[Any]
 
     def start(self) -> None:
         """Request what the subscriber asked for inside ``on_subscribe``, if anything."""
@@ -98,12 +98,23 @@ class _OnDemandHead(HeadSubscriber):
         return self.queue.popleft()
 
 
-class _OnDemandObserveOn(QueueDrain[T], Generic[T]):
-    """An executor hop whose requests upstream follow the subscriber's demand, up to ``capacity`` ahead."""
+class OnDemandDrain(QueueDrain[T], Generic[T]):
+    """A queue drain whose requests upstream follow the subscriber's demand, up to ``capacity`` ahead.
+
+    With ``execute``, an executor hop (:func:`observe_on_demand`); without, the
+    drain runs inline (``delay`` builds on it). ``head`` makes the upstream
+    subscriber; it must be an :class:`OnDemandHead`.
+    """
 
     __slots__ = ("_asked", "_capacity", "_taken")
 
-    def __init__(self, downstream: Subscriber[T], execute: Callable[[Task], object], capacity: int) -> None:
+    def __init__(
+        self,
+        downstream: Subscriber[T],
+        execute: Callable[[Task], object] | None,
+        capacity: int,
+        head: Callable[[OnDemandDrain[T]], OnDemandHead] | None = None,
+    ) -> None:
         super().__init__(downstream, execute)
         self._capacity = capacity
         # --- Guarded by self._lock, with the demand (self._requested) -------
@@ -111,7 +122,10 @@ class _OnDemandObserveOn(QueueDrain[T], Generic[T]):
         # the items requested upstream and not yet delivered (queued or on their way).
         self._asked = 0  # requested upstream in all
         self._taken = 0  # delivered downstream in all
-        self.upstream = _OnDemandHead(self, capacity, "the upstream of an on-demand observe_on", delay_error=True)
+        if head is None:
+            self.upstream = OnDemandHead(self, capacity, "the upstream of an on-demand observe_on", delay_error=True)
+        else:
+            self.upstream = head(self)
 
     def request(self, n: int) -> None:
         """Add ``n`` to the demand, request the same upstream (up to ``capacity`` ahead), let the drain run."""
@@ -153,7 +167,7 @@ def observe_on_demand(source: Publisher[T], execute: Callable[[Task], object], c
     """
 
     def connect(subscriber: Subscriber[T], track: Callable[[Stage], None]) -> None:
-        stage = _OnDemandObserveOn(subscriber, execute, capacity)
+        stage = OnDemandDrain(subscriber, execute, capacity)
         track(stage)
         source.subscribe(stage.upstream)
 

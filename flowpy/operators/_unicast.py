@@ -1,214 +1,310 @@
-"""An inner publisher fed by its owner, for one subscriber: the groups of ``group_by``.
+"""A publisher that its owner feeds, for one subscriber: the windows of ``window_with_*``, the groups of ``group_by``.
 
-An operator that splits one upstream into inner publishers (``group_by``'s
-groups; windows) pushes each inner's items into a :class:`UnicastQueue`,
-which delivers them to the one subscriber the inner admits, as its demand
-allows, from a :class:`~flowpy.operators._base.DemandDrain`. The owner
-hears back through :class:`UnicastOwner`: how many items were consumed
-(to replenish its own upstream), and when the inner is gone (its
-subscriber cancelled, failed, or the stream ended).
+An operator that splits a stream into inner streams (a window per count or
+time span; a group per key) emits each inner stream as an item, before
+anyone has subscribed to it, and keeps feeding it as the source's items
+come. :class:`UnicastPublisher` is that inner stream (RxJava's
+``UnicastProcessor``): the owner pushes items and the end into it on the
+source's thread; it keeps them until its one subscriber comes and delivers
+them as that subscriber requests, then the end. How many items it may hold
+is the owner's bound. It tells the owner:
 
-An inner nobody subscribed to by a chosen moment can be *abandoned*
-(:meth:`UnicastQueue.try_abandon`), as RxJava 3 does: the owner stops
-feeding it and stops counting on its consumption; a subscriber that still
-comes later receives what it holds.
+* through ``on_cancel``, once, when its subscriber ends it before the
+  owner's end (a cancel, an invalid request, a raising subscriber), so the
+  owner stops feeding it and can cancel the source once no inner stream and
+  no outer subscriber wants more;
+* through ``on_consumed(count)``, how many pushed items were delivered or
+  dropped, as they are, for an owner that replenishes its source by what
+  its inner streams consume (``group_by``).
+
+An inner stream nobody subscribed to by a moment the owner chooses can be
+*abandoned* (:meth:`UnicastPublisher.try_abandon`, RxJava 3's groups and
+windows): it stops reporting consumption (the owner counts its items as
+consumed at once) and keeps what it holds for a subscriber that may still
+come.
 """
 
 from __future__ import annotations
 
 from collections import deque
-from typing import Any, Generic, Protocol, TypeVar
+from collections.abc import Callable
+from typing import Generic, TypeVar
 
+from flowpy._checks import require_subscriber
 from flowpy._context import capture
 from flowpy._signals import signal_subscribe
-from flowpy.flow import Subscriber
+from flowpy.flow import Publisher, Subscriber
 from flowpy.operators._base import DemandDrain, reject_subscriber
 
-__all__ = ["UnicastOwner", "UnicastQueue"]
+__all__ = ["UnicastPublisher"]
 
 T = TypeVar("T")
 
 
-class UnicastOwner(Protocol):
-    """What a :class:`UnicastQueue` tells the operator that feeds it."""
-
-    def consumed(self, count: int) -> None:
-        """``count`` items pushed into an inner were delivered or dropped: replenish. Any thread."""
-
-    def detached(self, inner: UnicastQueue[Any]) -> None:
-        """``inner`` takes no more items (cancelled, failed, ended); called once. Any thread."""
+def _nothing(count: int) -> None:
+    """The default ``on_consumed``: the owner does not count consumption."""
 
 
-class UnicastQueue(DemandDrain, Generic[T]):
-    """A queue of pushed items that one subscriber drains as its demand allows.
+class _Inner(DemandDrain, Generic[T]):
+    """The inner stream's queue and its subscriber's subscription; made before the subscriber comes.
 
-    The owner calls :meth:`push` and :meth:`end` from one thread at a time
-    (its upstream's); the subscriber's ``request``, ``cancel`` and the
-    deliveries may run on any thread, one pass at a time (rule 1.3). The
-    queue is bounded by what the owner pushes: the owner counts every item
-    as outstanding until :meth:`UnicastOwner.consumed` reports it.
-
-    The first :meth:`subscribe` is the inner's subscriber; a second one is
-    refused with ``on_error(RuntimeError)``. Its signals run in a copy of
-    the context it subscribed in.
+    The owner appends to :attr:`items` and ends it (``done``, ``end_error``)
+    from one thread at a time; only the drain pops. Passes run inline on the
+    thread that signals (a push, or the subscriber's request), in the
+    subscriber's context once it has subscribed.
     """
 
     __slots__ = (
         "_abandoned",
         "_delay_error",
-        "_detached",
         "_name",
-        "_owner",
+        "_on_cancel",
+        "_on_consumed",
         "_terminated",
+        "_told",
         "done",
-        "error",
-        "queue",
-        "subscriber",
+        "downstream",
+        "end_error",
+        "items",
     )
 
-    def __init__(self, owner: UnicastOwner, name: str, *, delay_error: bool = False) -> None:
+    def __init__(
+        self, name: str, on_cancel: Callable[[], object], on_consumed: Callable[[int], object], delay_error: bool
+    ) -> None:
         super().__init__()
-        self._owner = owner
-        self._name = name  # for messages: "group 'a'"
-        self._delay_error = delay_error  # an error waits for the queued items, or goes ahead of them
-        self.queue: deque[T] = deque()  # appended by push(), popped by the drain
-        self.done = False  # end() was called; the queue may still hold items
-        self.error: BaseException | None = None  # the error end() was given
-        # --- Guarded by self._lock, with the demand --------------------------
-        self.subscriber: Subscriber[T] | None = None  # the one subscriber; set once
+        self._name = name
+        self._on_cancel = on_cancel
+        self._on_consumed = on_consumed
+        self._delay_error = delay_error  # the owner's error waits for the queued items, or goes ahead of them
+        self.items: deque[T] = deque()  # appended by the owner, popped by the drain alone
+        self.done = False  # the owner ended the stream: no item follows
+        self.end_error: BaseException | None = None  # the owner's error, written before `done`
+        # --- Guarded by self._lock, with the demand ------------------------------
+        self.downstream: Subscriber[T] | None = None  # the one subscriber; set once
         self._abandoned = False  # the owner gave up on it before anyone subscribed
-        # --- Drain only -------------------------------------------------------
+        # --- Drain only ----------------------------------------------------------
         self._terminated = False  # its terminal signal went out
-        self._detached = False  # the owner was told
+        self._told = False  # on_cancel was called
 
-    # --- For the owner --------------------------------------------------------
-
-    def push(self, item: T) -> None:
-        """Queue ``item`` and let the drain deliver it; from the owner's upstream thread."""
-        self.queue.append(item)
-        # A running pass looks at the queue again before it ends, unless it
-        # was cancelled: then this item is dropped (and counted) by the next pass.
-        if not self.draining or self.cancelled:
-            self._signal()
-
-    def end(self, error: BaseException | None) -> None:
-        """No more items: complete (or fail with ``error``) after the queued items."""
-        if self.done:
-            return
-        self.error = error
-        self.done = True
-        self._signal()
+    def claim(self, subscriber: Subscriber[T]) -> bool:
+        """Make ``subscriber`` the one subscriber; return ``False`` if there is one already."""
+        with self._lock:
+            if self.downstream is not None:
+                return False
+            self.downstream = subscriber
+        return True
 
     def try_abandon(self) -> bool:
-        """Give up on this inner if nobody has subscribed yet; return whether it was abandoned.
-
-        An abandoned inner no longer reports consumption: its owner counts
-        its items as consumed when it abandons it.
-        """
         with self._lock:
-            if self.subscriber is not None or self._abandoned:
+            if self.downstream is not None or self._abandoned:
                 return False
             self._abandoned = True
         return True
 
-    # --- For the subscriber ---------------------------------------------------
+    def wake(self) -> None:
+        """Let the drain run after the owner appended, unless a running pass will see the item anyway.
 
-    def subscribe(self, subscriber: Subscriber[T]) -> None:
-        """Make ``subscriber`` the inner's one subscriber; refuse any later one with ``on_error``."""
-        with self._lock:
-            taken = self.subscriber is not None
-            if not taken:
-                self.subscriber = subscriber
-        if taken:
-            reject_subscriber(
-                subscriber, RuntimeError(f"{self._name} allows one subscriber, and {self.subscriber!r} came first")
-            )
-            return
-        self._serial.context = capture()  # before the first pass that can deliver
-        if signal_subscribe(subscriber, self):
-            self._release()
+        Before the subscriber came no pass delivers, so none runs; once the
+        stream ended, a pass drops (and counts) what comes after. The owner
+        writes first and reads ``_ready``/``draining`` second; ``_release``
+        and a pass write those first and read the queue second: one side
+        sees the other.
+        """
+        if (self._ready and not self.draining) or self.cancelled:
+            self._signal()
+
+    def wake_for_end(self) -> None:
+        """Let the drain run after the owner ended the stream (a running pass may have read ``done`` already)."""
+        if self._ready or self.cancelled:
+            self._signal()
 
     # --- DemandDrain -----------------------------------------------------------
 
     def _has_work(self) -> bool:
-        return bool(self.queue) and self._requested > 0
+        return bool(self.items) and self._requested > 0
 
     def _drain(self) -> None:
         if self._terminated:
+            self._consumed(self._drop())  # pushed after the end: dropped, and counted
             return
         if self.cancelled:
             self._cancel_upstream()
             return
-        failure = self._failure
-        if failure is not None:
-            self._terminate(failure)
+        if self._failure is not None:  # an invalid request (rule 3.9): ended from the subscriber's side
+            self._terminate(self._failure, owners=False)
             return
-        if self.done and self.error is not None and not self._delay_error:
-            self._terminate(self.error)
+        if self.done and self.end_error is not None and not self._delay_error:
+            self._terminate(self.end_error, owners=True)
             return
-        subscriber = self.subscriber
-        assert subscriber is not None  # no pass delivers before subscribe() released it
-        on_next = subscriber.on_next
-        queue = self.queue
+        downstream = self.downstream
+        assert downstream is not None  # no pass delivers before subscribe() released it
+        on_next = downstream.on_next
+        items = self.items
         requested = self._requested
         emitted = 0
         ended = False
         try:
             while True:
                 done = self.done  # read before the queue: no item follows it
-                if not queue:
+                if not items:
                     ended = done
                     break
                 if emitted == requested or self.cancelled or self._failure is not None:
                     break
-                item = queue.popleft()
+                item = items.popleft()
                 emitted += 1  # counted before the call: an item whose on_next raised is consumed too
                 on_next(item)
         finally:
             self._produced(emitted, requested)
             self._consumed(emitted)
         if ended:
-            self._terminate(self.error)
+            self._terminate(self.end_error, owners=True)
 
     def _cancel_upstream(self) -> None:
+        # Its subscriber cancelled, or raised in a pass: drop the queue and tell the owner.
         dropped = self._drop()
-        self._detach()  # first: an owner left with nothing to feed need not replenish
+        self._tell()  # first: an owner left with nothing to feed need not replenish
         self._consumed(dropped)
 
     def _signal_downstream_error(self, error: BaseException) -> None:
         if not self._terminated:
-            self._terminate(error)
+            self._terminate(error, owners=False)
 
     # --- Helpers (drain only) ------------------------------------------------------
 
-    def _terminate(self, error: BaseException | None) -> None:
+    def _terminate(self, error: BaseException | None, *, owners: bool) -> None:
         self._terminated = True
         self.cancelled = True
-        self._cancel_upstream()
-        subscriber = self.subscriber
-        assert subscriber is not None  # as in _drain
+        dropped = self._drop()
+        if not owners:
+            self._tell()
+        self._consumed(dropped)
+        downstream = self.downstream
+        assert downstream is not None  # as in _drain
         if error is None:
-            subscriber.on_complete()
+            downstream.on_complete()
         else:
-            subscriber.on_error(error)
+            downstream.on_error(error)
 
     def _drop(self) -> int:
         """Empty the queue; return how many items it held."""
         dropped = 0
-        queue = self.queue
-        while queue:  # popleft one by one: a push meanwhile is counted, not lost
-            queue.popleft()
+        items = self.items
+        while items:  # popleft one by one: an append meanwhile is counted, not lost
+            items.popleft()
             dropped += 1
         return dropped
 
     def _consumed(self, count: int) -> None:
         if count and not self._abandoned:
-            self._owner.consumed(count)
+            self._on_consumed(count)
 
-    def _detach(self) -> None:
-        if not self._detached:
-            self._detached = True
-            self._owner.detached(self)
+    def _tell(self) -> None:
+        if not self._told:
+            self._told = True
+            self._on_cancel()
+
+
+class UnicastPublisher(Publisher[T], Generic[T]):
+    """An inner stream: fed with :meth:`push` and ended with :meth:`complete` or :meth:`fail` by its owner.
+
+    The owner calls those serially (from its source's thread) and bounds
+    how many items it pushes; they never call subscriber code while anyone
+    else does (rule 1.3): delivery runs in the inner stream's drain, on the
+    thread that made progress possible, one pass at a time. ``subscribe``
+    takes the first subscriber; a second one gets
+    ``on_error(RuntimeError)``. Its signals run in the context it
+    subscribed in.
+
+    Args:
+        name: what the stream is called in messages (``"window"``, ``"group"``).
+        on_cancel: called once, from the drain, if the subscriber ends the
+            stream before the owner does.
+        on_consumed: called with the number of pushed items delivered or
+            dropped, as they are, from the drain (not after
+            :meth:`try_abandon` succeeded).
+        delay_error: whether the error of :meth:`fail` comes after the
+            queued items (RxJava's windows) or ahead of them (its groups).
+    """
+
+    __slots__ = ("_inner",)
+
+    def __init__(
+        self,
+        name: str,
+        on_cancel: Callable[[], object],
+        *,
+        on_consumed: Callable[[int], object] = _nothing,
+        delay_error: bool = True,
+    ) -> None:
+        self._inner: _Inner[T] = _Inner(name, on_cancel, on_consumed, delay_error)
+
+    # --- The owner's side --------------------------------------------------------
+
+    def push(self, item: T) -> None:
+        """Queue ``item`` for the subscriber and let it be delivered (dropped if the subscriber ended it)."""
+        self._inner.items.append(item)
+        self._inner.wake()
+
+    def push_nowait(self, item: T) -> None:
+        """Queue ``item`` without delivering it yet; the owner calls :meth:`flush` after (outside its locks)."""
+        self._inner.items.append(item)
+
+    def flush(self) -> None:
+        """Deliver what is queued, as far as the subscriber's demand allows (on this thread, if it is idle)."""
+        self._inner.wake()
+
+    def complete(self) -> None:
+        """End the stream once the queued items are delivered."""
+        inner = self._inner
+        inner.done = True
+        inner.wake_for_end()
+
+    def fail(self, error: BaseException) -> None:
+        """End the stream with ``error``: after the queued items, or ahead of them (``delay_error=False``)."""
+        inner = self._inner
+        if not inner.done:
+            inner.end_error = error  # before `done`: the drain reads `done` first
+            inner.done = True
+        inner.wake_for_end()
+
+    def try_abandon(self) -> bool:
+        """Give up on this stream if nobody has subscribed yet; return whether it was abandoned.
+
+        An abandoned stream no longer calls ``on_consumed``: the owner counts
+        its items as consumed when it abandons it. A subscriber may still
+        come and receive what it holds.
+        """
+        return self._inner.try_abandon()
+
+    @property
+    def queued(self) -> int:
+        """Items pushed and not yet delivered (racy, for monitoring and tests)."""
+        return len(self._inner.items)
+
+    @property
+    def is_ended(self) -> bool:
+        """Whether its subscriber ended it or it delivered its end: it takes no more items (racy)."""
+        return self._inner.cancelled
+
+    # --- The subscriber's side ------------------------------------------------------
+
+    def subscribe(self, subscriber: Subscriber[T]) -> None:
+        """Deliver the stream to ``subscriber``, the first only; a second gets ``on_error(RuntimeError)``.
+
+        Raises:
+            TypeError: if ``subscriber`` is ``None`` (rule 1.9).
+        """
+        require_subscriber(subscriber)
+        inner = self._inner
+        if not inner.claim(subscriber):
+            reject_subscriber(
+                subscriber, RuntimeError(f"a {inner._name} serves one subscriber; share() it to have more")
+            )
+            return
+        inner._serial.context = capture()  # the subscriber's context, not the owner's
+        if signal_subscribe(subscriber, inner):
+            inner._release()
 
     def __repr__(self) -> str:
-        return f"<{self._name}: {len(self.queue)} queued>"
+        return f"<{self._inner._name} publisher: {len(self._inner.items)} queued>"

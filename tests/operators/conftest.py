@@ -132,6 +132,39 @@ def before_each_failure(monkeypatch: pytest.MonkeyPatch, action: Callable[[_Coor
     monkeypatch.setattr(_Coordinator, "fail", fail_after_action)
 
 
+class HotSource(Publisher[Any]):
+    """A source the test drives, which ignores demand (a sensor, a hot publisher).
+
+    ``subscribe`` gives the subscriber a :class:`StubSubscription` at once;
+    ``emit``, ``complete`` and ``fail`` signal it on the calling thread.
+    """
+
+    def __init__(self) -> None:
+        self.subscription = StubSubscription()
+        self.subscriber: Subscriber[Any] | None = None
+
+    def subscribe(self, subscriber: Subscriber[Any]) -> None:
+        self.subscriber = subscriber
+        subscriber.on_subscribe(self.subscription)
+
+    def emit(self, *items: Any) -> None:
+        assert self.subscriber is not None
+        for item in items:
+            self.subscriber.on_next(item)
+
+    def complete(self) -> None:
+        assert self.subscriber is not None
+        self.subscriber.on_complete()
+
+    def fail(self, error: BaseException) -> None:
+        assert self.subscriber is not None
+        self.subscriber.on_error(error)
+
+    @property
+    def cancelled(self) -> bool:
+        return self.subscription.cancels > 0
+
+
 # --- Resubscribing operators: a source that behaves differently per subscription ---
 
 

@@ -17,13 +17,17 @@ from flowpy import operators
 from flowpy.executors import DaemonThreadPool
 from flowpy.flow import Publisher
 from flowpy.operators import (
+    buffer_with_time,
     concat,
+    debounce,
+    delay,
     flat_map,
     merge,
     observe_on,
     on_backpressure_buffer,
     share,
     subscribe_on,
+    timeout,
     zip,
 )
 from flowpy.sources import IterablePublisher, RangePublisher
@@ -73,6 +77,11 @@ PIPELINES: dict[str, tuple[int, Pipeline]] = {
     "zip": (2, lambda pool, s: zip(s[0], s[1], prefetch=4)),
     "flat_map": (1, lambda pool, s: flat_map(s[0], lambda i: IterablePublisher([i, i], executor=pool))),
     "on_backpressure_buffer": (1, lambda pool, s: on_backpressure_buffer(s[0], 100)),
+    # The time operators hop to the default scheduler's pool.
+    "delay": (1, lambda pool, s: delay(s[0], 0.001)),
+    "debounce": (1, lambda pool, s: debounce(s[0], 0.001)),
+    "buffer_with_time": (1, lambda pool, s: buffer_with_time(s[0], 0.001)),
+    "timeout": (1, lambda pool, s: timeout(s[0], 30.0)),
     # --- Rx vocabulary ---
     "switch_map": (1, lambda pool, s: operators.switch_map(s[0], lambda i: IterablePublisher([i], executor=pool))),
     "concat_map": (1, lambda pool, s: operators.concat_map(s[0], lambda i: IterablePublisher([i, i], executor=pool))),

@@ -82,6 +82,36 @@ def test_flowable_subscribe_accepts_callbacks_and_returns_the_subscriber() -> No
     assert seen == [0, 1, 2, "done"]
 
 
+class _DuckSubscriber:
+    """A subscriber that is no :class:`~flowpy.flow.Subscriber` subclass: the four methods are enough."""
+
+    def __init__(self) -> None:
+        self.signals: list[Any] = []
+
+    def on_subscribe(self, subscription: Any) -> None:
+        subscription.request(10)
+
+    def on_next(self, item: Any) -> None:
+        self.signals.append(item)
+
+    def on_error(self, error: BaseException) -> None:
+        self.signals.append(error)
+
+    def on_complete(self) -> None:
+        self.signals.append("done")
+
+
+def test_flowable_subscribe_accepts_a_duck_typed_subscriber() -> None:
+    duck = _DuckSubscriber()
+    assert Flowable.just(1, 2).subscribe(duck) is None  # type: ignore[call-overload]
+    assert duck.signals == [1, 2, "done"]
+
+
+def test_flowable_subscribe_of_neither_a_subscriber_nor_a_callable_names_both() -> None:
+    with pytest.raises(TypeError, match=r"^subscriber must be a Subscriber or an on_next callable, got 3$"):
+        Flowable.just(1).subscribe(3)  # type: ignore[call-overload]
+
+
 def test_flowable_subscribe_none_raises_type_error() -> None:
     with pytest.raises(TypeError, match=r"^subscriber must not be None \(rule 1\.9\)$"):
         Flowable.just(1).subscribe(None)  # type: ignore[call-overload]
@@ -124,3 +154,33 @@ def test_flowable_wrapping_non_publisher_raises_type_error() -> None:
 
 def test_flowable_repr_names_the_source() -> None:
     assert repr(Flowable(RangePublisher(0, 2))) == "Flowable(RangePublisher(start=0, count=2))"
+
+
+def test_flowable_time_methods_chain_in_virtual_time() -> None:
+    from flowpy.operators import TimeInterval, Timestamped
+    from flowpy.testing import TestScheduler
+
+    s = TestScheduler()
+    ticks = Flowable.interval(1.0, scheduler=s).take(4)
+    chained = (
+        ticks.delay(0.5, scheduler=s)
+        .delay_subscription(0.5, scheduler=s)
+        .timeout(10.0, scheduler=s)
+        .throttle_first(0.1, scheduler=s)
+        .debounce(0.2, scheduler=s)
+        .sample(0.25, scheduler=s)
+        .buffer_with_time(100.0, scheduler=s)
+        .timestamp(scheduler=s)
+        .time_interval(scheduler=s)
+        .test()
+    )
+    windows = Flowable.timer(1.0, scheduler=s).window_with_time(5.0, scheduler=s).test()
+    counted = Flowable.range(0, 4).window_with_count(2).test()
+    s.advance_time_by(20.0)
+    (result,) = chained.assert_complete().values
+    assert isinstance(result, TimeInterval) and isinstance(result.value, Timestamped)
+    # The last tick reaches sample together with the completion, unsampled: dropped, as in RxJava.
+    assert result.value.value == [0, 1, 2]
+    assert all(isinstance(w, Flowable) for w in windows.values + counted.values)
+    assert [w.test().values for w in counted.values] == [[0, 1], [2, 3]]
+    assert s.pending == 0

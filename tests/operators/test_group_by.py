@@ -215,7 +215,7 @@ def test_group_by_abandoned_group_admits_one_subscriber_only() -> None:
     group.subscribe(second)
     first.assert_result(7)
     second.assert_error(RuntimeError)
-    assert str(second.errors[0]) == f"group 7 allows one subscriber, and {first!r} came first"
+    assert str(second.errors[0]) == "a group serves one subscriber; share() it to have more"
 
 
 def test_group_by_second_subscriber_of_a_live_group_is_refused() -> None:

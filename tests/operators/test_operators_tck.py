@@ -17,6 +17,7 @@ from flowpy.executors import default_executor
 from flowpy.operators._base import CancelledSubscription
 from flowpy.sources import IterablePublisher, RangePublisher, error, just
 from flowpy.tck import PublisherVerification, TestEnvironment
+from flowpy.testing import TestScheduler
 
 MAX = 2**63 - 1
 
@@ -193,6 +194,173 @@ class TestObserveOnIterable(_OperatorVerification):
 
     def build(self, elements: int) -> flow.Publisher[Any]:
         return self.apply(IterablePublisher(itertools.count() if elements == MAX else range(elements)))
+
+
+# --- Time ----------------------------------------------------------------------------------
+#
+# The timers of interval, timer, delay, delay_subscription and timeout run on
+# the default scheduler, in real time (a few milliseconds). The operators whose
+# output time decides (debounce, sample, throttle_first, buffer_with_time,
+# window_with_time) run on a TestScheduler that the source itself advances:
+# each item comes one virtual second after the one before (_paced), so the
+# output is exactly known. Those that emit whatever time says, demand or not,
+# are followed by on_backpressure_buffer, as the docs tell users to.
+
+
+def _paced(count: int, scheduler: TestScheduler) -> flow.Publisher[int]:
+    """``count`` ints, each after advancing ``scheduler`` by one second (on the requesting thread)."""
+
+    def advance(x: int) -> int:
+        scheduler.advance_time_by(1.0)
+        return x
+
+    return operators.map(_range(count), advance)
+
+
+class _Silent(flow.Publisher[Any]):
+    """Gives a subscription and emits nothing; an invalid request still gets its error (rule 3.9)."""
+
+    def subscribe(self, subscriber: flow.Subscriber[Any]) -> None:
+        subscriber.on_subscribe(_Idle(subscriber))
+
+
+class _Idle(flow.Subscription):
+    def __init__(self, subscriber: flow.Subscriber[Any]) -> None:
+        self.subscriber: flow.Subscriber[Any] | None = subscriber
+
+    def request(self, n: int) -> None:
+        subscriber = self.subscriber
+        if not (isinstance(n, int) and n > 0) and subscriber is not None:
+            self.subscriber = None
+            subscriber.on_error(ValueError(f"non-positive subscription request (rule 3.9), got {n!r}"))
+
+    def cancel(self) -> None:
+        self.subscriber = None
+
+
+class _TimeDriven(_OperatorVerification):
+    """Finite only: the paced source emits everything while the operator subscribes.
+
+    ``apply`` is the operator alone (the failed publisher: the error must
+    not wait behind on_backpressure_buffer's queue); ``build`` adds the buffer.
+    """
+
+    def max_elements_from_publisher(self) -> int:
+        return 512
+
+    def buffered(self, publisher: flow.Publisher[Any]) -> flow.Publisher[Any]:
+        return operators.on_backpressure_buffer(publisher, 1024)
+
+
+class TestInterval(_OperatorVerification):
+    def create_failed_publisher(self) -> flow.Publisher[Any] | None:
+        return None  # no source to fail
+
+    def build(self, elements: int) -> flow.Publisher[Any]:
+        return operators.take(operators.on_backpressure_drop(operators.interval(0.001)), elements)
+
+
+class TestTimer(_OperatorVerification):
+    def max_elements_from_publisher(self) -> int:
+        return 1
+
+    def create_failed_publisher(self) -> flow.Publisher[Any] | None:
+        return None
+
+    def build(self, elements: int) -> flow.Publisher[Any]:
+        return operators.take(operators.on_backpressure_buffer(operators.timer(0.001), 1), elements)
+
+
+class TestDelay(_OperatorVerification):
+    def apply(self, source: flow.Publisher[Any]) -> flow.Publisher[Any]:
+        return operators.delay(source, 0.001, prefetch=8)
+
+
+class TestDelaySubscription(_OperatorVerification):
+    def apply(self, source: flow.Publisher[Any]) -> flow.Publisher[Any]:
+        return operators.delay_subscription(source, 0.001)
+
+
+class TestTimeout(_OperatorVerification):
+    def apply(self, source: flow.Publisher[Any]) -> flow.Publisher[Any]:
+        return operators.timeout(source, 60.0)
+
+
+class TestTimeoutFallback(_OperatorVerification):
+    def apply(self, source: flow.Publisher[Any]) -> flow.Publisher[Any]:
+        return operators.timeout(_Silent(), 0.001, fallback=source)
+
+
+class TestDebounce(_TimeDriven):
+    def apply(self, source: flow.Publisher[Any]) -> flow.Publisher[Any]:
+        return operators.debounce(source, 0.5, scheduler=TestScheduler())
+
+    def build(self, elements: int) -> flow.Publisher[Any]:
+        scheduler = TestScheduler()  # each item comes 1 s after the one before: every one is emitted
+        return self.buffered(operators.debounce(_paced(elements, scheduler), 0.5, scheduler=scheduler))
+
+
+class TestSample(_TimeDriven):
+    def apply(self, source: flow.Publisher[Any]) -> flow.Publisher[Any]:
+        return operators.sample(source, 1.0, scheduler=TestScheduler())
+
+    def build(self, elements: int) -> flow.Publisher[Any]:
+        scheduler = TestScheduler()  # every tick samples one item; the last item is never sampled
+        return self.buffered(operators.sample(_paced(elements + 1, scheduler), 1.0, scheduler=scheduler))
+
+
+class TestThrottleFirst(_OperatorVerification):
+    def apply(self, source: flow.Publisher[Any]) -> flow.Publisher[Any]:
+        return operators.throttle_first(source, 0.5, scheduler=TestScheduler())
+
+    def build(self, elements: int) -> flow.Publisher[Any]:
+        scheduler = TestScheduler()  # each item comes after the window of the one before: every one passes
+        return operators.throttle_first(_paced(elements, scheduler), 0.5, scheduler=scheduler)
+
+
+class TestBufferWithTime(_TimeDriven):
+    def apply(self, source: flow.Publisher[Any]) -> flow.Publisher[Any]:
+        return operators.buffer_with_time(source, 1.0, scheduler=TestScheduler())
+
+    def build(self, elements: int) -> flow.Publisher[Any]:
+        if elements == 0:
+            return operators.take(self.buffered(self.apply(_range(0))), 0)
+        scheduler = TestScheduler()  # a list at each tick, and one at completion: n items make n + 1 lists
+        return self.buffered(operators.buffer_with_time(_paced(elements - 1, scheduler), 1.0, scheduler=scheduler))
+
+
+class TestWindowWithCount(_OperatorVerification):
+    def apply(self, source: flow.Publisher[Any]) -> flow.Publisher[Any]:
+        return operators.window_with_count(source, 3)
+
+    def build(self, elements: int) -> flow.Publisher[Any]:
+        return self.apply(_range(min(3 * elements, MAX)))
+
+
+class TestWindowWithCountOverlapping(_OperatorVerification):
+    def apply(self, source: flow.Publisher[Any]) -> flow.Publisher[Any]:
+        return operators.window_with_count(source, 3, 1)
+
+
+class TestWindowWithTime(_TimeDriven):
+    def apply(self, source: flow.Publisher[Any]) -> flow.Publisher[Any]:
+        return operators.window_with_time(source, 1.0, scheduler=TestScheduler())
+
+    def build(self, elements: int) -> flow.Publisher[Any]:
+        if elements == 0:
+            return operators.take(self.buffered(self.apply(_range(0))), 0)
+        scheduler = TestScheduler()  # a window at the start and at each tick: n items make n + 1 windows
+        return self.buffered(operators.window_with_time(_paced(elements - 1, scheduler), 1.0, scheduler=scheduler))
+
+
+class TestTimestamp(_OperatorVerification):
+    def apply(self, source: flow.Publisher[Any]) -> flow.Publisher[Any]:
+        return operators.timestamp(source)
+
+
+class TestTimeInterval(_OperatorVerification):
+    def apply(self, source: flow.Publisher[Any]) -> flow.Publisher[Any]:
+        return operators.time_interval(source)
 
 
 # --- Rx vocabulary: sources, error recovery, transforms, filters, hooks ---

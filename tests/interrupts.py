@@ -1,0 +1,158 @@
+"""Raise ``KeyboardInterrupt`` at one chosen point where CPython could deliver a signal.
+
+CPython runs a Python-level signal handler (``SIGINT`` raises
+``KeyboardInterrupt``) only where its evaluation loop checks for pending work:
+when a Python function starts, at the jump back of a loop, and after a call
+returns (CPython 3.11); a blocking call such as ``lock.acquire()`` or
+``Condition.wait()`` may raise from inside. :class:`InterruptAt` models those
+points in the code of chosen files, on the thread that installs it:
+
+* a function that their code calls, as it starts (the callee raises before
+  its first line: a signal at its start, or a callee that raised from
+  inside, like an interrupted ``wait``);
+* a call that their code makes, as it returns (raised from a profile
+  function, which makes the call instruction itself fail, where CPython's
+  own check raises; the call has had its effect);
+* each backward jump in their code.
+
+A function of those files called from elsewhere (an executor running a
+task) is not interrupted as it starts: that is the caller's point.
+Finalisers and weak reference callbacks, which CPython runs wherever an
+object is freed and whose exceptions it drops, are not interrupted.
+Counting the points of a run (``at=None``), then running it again once per
+point with ``at=k`` (:func:`sweep`), tries an interrupt at every such point
+in turn. After one interrupt the hook fires no more, as after one ``Ctrl-C``.
+"""
+
+from __future__ import annotations
+
+import _weakrefset
+import dis
+import gc
+import sys
+import weakref
+from collections.abc import Callable, Iterable, Iterator
+from types import CodeType, FrameType
+from typing import Any, TypeVar
+
+__all__ = ["InjectedInterrupt", "InterruptAt", "sweep"]
+
+R = TypeVar("R")
+
+# Callbacks that run when an object is freed, in whatever frame freed it:
+# CPython reports what they raise as unraisable and drops it.
+_UNRAISABLE = frozenset({weakref.__file__, _weakrefset.__file__})
+_BACK_JUMPS = frozenset({"JUMP_BACKWARD"})
+_RETURNS = frozenset({"RETURN_VALUE", "RETURN_CONST"})
+
+TraceFunction = Callable[[FrameType, str, Any], Any]
+
+
+class InjectedInterrupt(KeyboardInterrupt):
+    """The ``KeyboardInterrupt`` an :class:`InterruptAt` raises; ``where`` tells at which point."""
+
+    def __init__(self, where: str, receiver: object) -> None:
+        super().__init__(where)
+        self.where = where
+        self.receiver = receiver  # the ``self`` of the method it was raised in, if any
+
+
+def _raisable(code: CodeType) -> bool:
+    """Whether what ``code`` raises reaches its caller: not a finaliser or a weak reference's callback."""
+    return code.co_name != "__del__" and code.co_filename not in _UNRAISABLE
+
+
+_opnames: dict[CodeType, dict[int, str]] = {}
+
+
+def _opname_at(code: CodeType, offset: int) -> str:
+    names = _opnames.get(code)
+    if names is None:
+        names = _opnames[code] = {i.offset: i.opname for i in dis.get_instructions(code)}
+    return names.get(offset, "")
+
+
+class InterruptAt:
+    """Raise :class:`InjectedInterrupt` at the ``at``-th interrupt point (counting from 1) of ``files``.
+
+    Use as a context manager around the code under test, on the thread whose
+    interrupts are modelled (the main thread, for ``SIGINT``). With
+    ``at=None`` it only counts the points (:attr:`seen`). A trace function
+    sees functions start and loops jump back; a profile function sees calls
+    return, where raising makes the call instruction itself fail, exactly
+    where CPython's own check would raise.
+    """
+
+    def __init__(self, files: Iterable[str], at: int | None) -> None:
+        self.files = frozenset(files)
+        self.at = at
+        self.seen = 0
+        self.fired: InjectedInterrupt | None = None
+
+    def _inside(self, frame: FrameType | None) -> bool:
+        return frame is not None and frame.f_code.co_filename in self.files
+
+    def _point(self, frame: FrameType, what: str) -> None:
+        if self.fired is not None:
+            return
+        self.seen += 1
+        if self.seen == self.at:
+            code = frame.f_code
+            where = f"{what} {code.co_name} ({code.co_filename}:{frame.f_lineno})"
+            self.fired = InjectedInterrupt(where, frame.f_locals.get("self"))
+            sys.settrace(None)
+            raise self.fired
+
+    def _trace(self, frame: FrameType, event: str, arg: Any) -> TraceFunction | None:
+        if event != "call":
+            return None
+        inside = self._inside(frame)
+        if self._inside(frame.f_back) and _raisable(frame.f_code):
+            self._point(frame, "entering")
+        if not inside:
+            return None
+        frame.f_trace_opcodes = True
+        return self._local
+
+    def _local(self, frame: FrameType, event: str, arg: Any) -> TraceFunction | None:
+        if event == "opcode" and _opname_at(frame.f_code, frame.f_lasti) in _BACK_JUMPS:
+            self._point(frame, "looping in")
+        return self._local
+
+    def _profile(self, frame: FrameType, event: str, arg: Any) -> None:
+        if event == "c_return" and self._inside(frame):
+            self._point(frame, f"after {getattr(arg, '__name__', '?')}() in")
+        elif event == "return" and self._inside(frame.f_back) and _raisable(frame.f_code):
+            caller = frame.f_back
+            # A return instruction: not a frame unwinding for an exception, nor a yield.
+            if caller is not None and _opname_at(frame.f_code, frame.f_lasti) in _RETURNS:
+                self._point(caller, f"after {frame.f_code.co_name}() in")
+
+    def __enter__(self) -> InterruptAt:
+        sys.settrace(self._trace)
+        sys.setprofile(self._profile)
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        sys.setprofile(None)
+        sys.settrace(None)
+
+
+def sweep(files: Iterable[str], run: Callable[[InterruptAt], R]) -> Iterator[tuple[InterruptAt, R]]:
+    """Run ``run(hook)`` once with no interrupt, counting its points, then once per point with an interrupt there.
+
+    Yields each hook with what ``run`` returned. ``run`` must install the
+    hook (``with hook:``) around the code under test only, and behave the
+    same on every run up to the interrupt.
+    """
+    files = frozenset(files)
+    gc.collect()
+    gc.disable()  # no collection, which runs finalisers, in the middle of a run: every run the same
+    try:
+        counter = InterruptAt(files, None)
+        yield counter, run(counter)
+        for at in range(1, counter.seen + 1):
+            hook = InterruptAt(files, at)
+            yield hook, run(hook)
+    finally:
+        gc.enable()
