@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from flowpy.errors import ClosedPublisherError
 from flowpy.flow import Subscriber, default_buffer_size
@@ -16,7 +16,9 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame
     from pyspark.sql.streaming.query import StreamingQuery
 
-__all__ = ["publish_stream"]
+__all__ = ["StreamPublisher", "publish_stream"]
+
+T = TypeVar("T")
 
 _CONNECT_REFUSAL = (
     "publish_stream needs a classic SparkSession: Spark Connect runs foreachBatch on the server, "
@@ -77,7 +79,7 @@ def publish_stream(
         raise NotImplementedError(_CONNECT_REFUSAL)
     if not streaming_df.isStreaming:
         raise ValueError(f"streaming_df must be a streaming DataFrame (spark.readStream), got {streaming_df!r}")
-    publisher = _StreamPublisher(max_buffer_capacity)
+    publisher: StreamPublisher[dict[str, Any]] = StreamPublisher(max_buffer_capacity)
 
     def hand_over(batch: DataFrame, batch_id: int) -> None:
         publisher.await_subscriber()
@@ -106,14 +108,14 @@ def publish_stream(
     return publisher, query
 
 
-class _StreamPublisher(SubmissionPublisher[dict[str, Any]]):
-    """A SubmissionPublisher that lets the query wait for its first subscriber."""
+class StreamPublisher(SubmissionPublisher[T]):
+    """A SubmissionPublisher that lets a streaming query wait for its first subscriber."""
 
     def __init__(self, max_buffer_capacity: int) -> None:
         super().__init__(max_buffer_capacity=max_buffer_capacity)
         self._first_subscriber = threading.Event()  # set by the first subscribe()
 
-    def subscribe(self, subscriber: Subscriber[dict[str, Any]]) -> None:
+    def subscribe(self, subscriber: Subscriber[T]) -> None:
         super().subscribe(subscriber)
         self._first_subscriber.set()
 

@@ -1,0 +1,134 @@
+"""The app side's socket server: the token on every connection, 127.0.0.1 by default, nothing left after close."""
+
+from __future__ import annotations
+
+import logging
+import socket
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from flowpy.spark._bridge import _Options, recv_json, send_json
+from flowpy.spark._endpoint import Endpoint, advertised_host
+
+
+class _Echo:
+    """A handler that answers every hello with the op it named, and records the hellos."""
+
+    def __init__(self) -> None:
+        self.hellos: list[dict[str, Any]] = []
+
+    def __call__(self, connection: socket.socket, hello: dict[str, Any]) -> None:
+        self.hellos.append(hello)
+        send_json(connection, {"ok": True, "op": hello["op"]})
+
+
+@pytest.fixture
+def echo_endpoint() -> Iterator[tuple[Endpoint, _Echo]]:
+    echo = _Echo()
+    endpoint = Endpoint("stream_source", echo, host="127.0.0.1", port=0)
+    try:
+        yield endpoint, echo
+    finally:
+        endpoint.close()
+
+
+def _threads_of(endpoint: Endpoint) -> list[str]:
+    return [thread.name for thread in threading.enumerate() if thread.name.startswith(endpoint.name)]
+
+
+def test_endpoint_binds_loopback_and_names_itself_in_its_options(echo_endpoint: tuple[Endpoint, _Echo]) -> None:
+    endpoint, _ = echo_endpoint
+    assert endpoint._listener.getsockname()[0] == "127.0.0.1"
+    options = endpoint.options()
+    assert options == {
+        "host": "127.0.0.1",
+        "port": str(endpoint.port),
+        "token": endpoint.token,
+        "stream": endpoint.stream,
+        "kind": "stream_source",
+    }
+    assert len(endpoint.token) >= 40 and Endpoint("stream_source", _Echo(), host="127.0.0.1", port=0).token != (
+        endpoint.token
+    )
+
+
+@pytest.mark.parametrize(
+    ("hello", "reason"),
+    [({"op": "read"}, "no token"), ({"op": "read", "token": "guess"}, "a wrong token")],
+)
+def test_endpoint_connection_without_the_token_is_refused_and_logged(
+    echo_endpoint: tuple[Endpoint, _Echo], caplog: pytest.LogCaptureFixture, hello: dict[str, Any], reason: str
+) -> None:
+    endpoint, echo = echo_endpoint
+    with (
+        caplog.at_level(logging.WARNING, logger="flowpy.spark"),
+        socket.create_connection(("127.0.0.1", endpoint.port)) as sock,
+    ):
+        send_json(sock, hello)
+        answer = recv_json(sock)
+        port = sock.getsockname()[1]
+        assert sock.recv(1) == b""  # and the connection is closed
+    assert answer == {"error": f"flowpy stream_source {endpoint.stream} refused the connection: it presented {reason}"}
+    assert echo.hellos == []  # the handler never saw it
+    assert [record.getMessage() for record in caplog.records] == [
+        f"refused a connection from 127.0.0.1:{port} to flowpy stream_source {endpoint.stream}: {reason}"
+    ]
+    # The stream still serves connections that present its token.
+    assert _Options(endpoint.options()).call_once("read") == {"ok": True, "op": "read"}
+
+
+def test_endpoint_refusal_reaches_the_spark_side_as_its_one_line(echo_endpoint: tuple[Endpoint, _Echo]) -> None:
+    endpoint, _ = echo_endpoint
+    forged = _Options({**endpoint.options(), "token": "x" * 43})
+    message = rf"^flowpy stream_source {endpoint.stream} refused the connection: it presented a wrong token$"
+    with pytest.raises(RuntimeError, match=message):
+        forged.call_once("read")
+
+
+def test_endpoint_hello_that_is_not_json_is_refused(
+    echo_endpoint: tuple[Endpoint, _Echo], caplog: pytest.LogCaptureFixture
+) -> None:
+    endpoint, echo = echo_endpoint
+    with (
+        caplog.at_level(logging.WARNING, logger="flowpy.spark"),
+        socket.create_connection(("127.0.0.1", endpoint.port)) as sock,
+    ):
+        sock.sendall((1 << 40).to_bytes(8, "big"))  # a frame far over the hello's limit
+        answer = recv_json(sock)
+    assert answer["error"].startswith(f"flowpy stream_source {endpoint.stream} refused the connection: it presented ")
+    assert "over the limit" in answer["error"] and echo.hellos == []
+    assert "over the limit" in caplog.records[0].getMessage()
+
+
+def test_endpoint_close_cuts_connections_ends_threads_and_refuses_new_ones(
+    echo_endpoint: tuple[Endpoint, _Echo],
+) -> None:
+    endpoint, _ = echo_endpoint
+    idle = socket.create_connection(("127.0.0.1", endpoint.port))  # never says hello: its thread waits
+    try:
+        assert _Options(endpoint.options()).call_once("control")["ok"]
+        endpoint.close()
+        assert idle.recv(1) == b""
+    finally:
+        idle.close()
+    assert _threads_of(endpoint) == []
+    message = (
+        rf"^cannot reach flowpy stream_source {endpoint.stream} at 127\.0\.0\.1:{endpoint.port}: "
+        r"connection refused; the app serving it is gone or stopped serving it "
+        r"\(its query ended, the stream was closed, or the app exited\)$"
+    )
+    with pytest.raises(ConnectionError, match=message):
+        _Options(endpoint.options()).call_once("read")
+    endpoint.close()  # idempotent
+
+
+@pytest.mark.parametrize("host", ["0.0.0.0", "", "::"])
+def test_endpoint_any_address_gives_spark_the_host_name(host: str) -> None:
+    assert advertised_host(host) == socket.gethostname()
+
+
+def test_endpoint_named_address_is_given_to_spark_as_it_is() -> None:
+    assert advertised_host("10.1.2.3") == "10.1.2.3"
