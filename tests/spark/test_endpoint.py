@@ -132,3 +132,62 @@ def test_endpoint_any_address_gives_spark_the_host_name(host: str) -> None:
 
 def test_endpoint_named_address_is_given_to_spark_as_it_is() -> None:
     assert advertised_host("10.1.2.3") == "10.1.2.3"
+
+
+_APP_THAT_DIES = """
+import sys
+from flowpy.spark import local_session, stream_publisher, stream_source
+from flowpy.submission import SubmissionPublisher
+
+spark = local_session("dying-app", remote=sys.argv[1])
+publisher = SubmissionPublisher()
+source = stream_source(publisher, "id BIGINT", spark=spark).writeStream.format("noop").start()
+out, sink = stream_publisher(spark.readStream.format("rate-micro-batch").option("rowsPerBatch", 5).load())
+first = out.consume(lambda row: None)
+publisher.submit({"id": 1})
+source.processAllAvailable()
+print(source.id, sink.id, flush=True)
+sys.stdin.read()  # until the test kills this process
+"""
+
+
+@pytest.mark.spark_cluster("connect")
+@pytest.mark.timeout(300)
+def test_endpoint_app_killed_ends_its_queries_on_a_connect_server(spark_sessions: Any, tmp_path: Any) -> None:
+    """The server outlives the app: the queries reading from and writing to its streams fail, and say why."""
+    import subprocess
+    import sys
+    import time
+    import uuid
+
+    from pyspark.sql import SparkSession
+
+    spark_sessions.get("connect")
+    url = f"{spark_sessions.connect_url}/;session_id={uuid.uuid4()}"
+    app = subprocess.Popen(
+        [sys.executable, "-c", _APP_THAT_DIES, url],
+        cwd=tmp_path,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    same_session = SparkSession.builder.remote(url).create()  # another client of the app's server session
+    try:
+        assert app.stdout is not None
+        source_id, sink_id = app.stdout.readline().split()
+        source, sink = same_session.streams.get(source_id), same_session.streams.get(sink_id)
+        assert source.isActive and sink.isActive
+        app.kill()  # no exit hook runs: the sockets just close with the process
+        app.wait(60)
+        deadline = time.monotonic() + 120
+        while source.isActive or sink.isActive:
+            assert time.monotonic() < deadline, "a query of the app that died still runs"
+            time.sleep(0.5)  # polling the server, which notifies no client of another client's queries
+        assert "flowpy stream_source" in str(source.exception())
+        assert "flowpy stream_publisher" in str(sink.exception())
+    finally:
+        if app.poll() is None:
+            app.kill()
+            app.wait(60)
+        same_session.client.close()

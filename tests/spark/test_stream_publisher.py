@@ -18,10 +18,10 @@ from typing import Any
 
 import pytest
 
-from flowpy.spark._bridge import _Writer
+from flowpy.spark._bridge import _Writer, recv_frame
 from flowpy.spark._endpoint import Endpoint
 from flowpy.spark._stream_publisher import QueryPublisher, _QueryBridge
-from tests.spark.helpers import Arrivals
+from tests.spark.helpers import Arrivals, WorkerKiller
 from tests.support import Recorder
 
 pa = pytest.importorskip("pyarrow")
@@ -386,3 +386,101 @@ def test_stream_publisher_slow_subscriber_holds_the_query_within_the_bound(spark
     assert sorted(values) == list(range(len(values)))  # every row of the committed batches, once
     # Beyond the subscriber's buffer: at most max(capacity, one micro-batch) + one record batch.
     assert publisher.peak_held_items <= max(capacity, rows_per_batch) + rows_per_batch // 2
+
+
+# -- Failures on real queries: a worker dying mid-batch, a connection cut, a stop from outside ----
+
+
+def _counted(spark: Any, batches: int, rows: int) -> Any:
+    """A stream of ``batches`` micro-batches of ``rows`` ids each, in two partitions."""
+    return (
+        spark.readStream.format("rate-micro-batch")
+        .option("rowsPerBatch", rows)
+        .option("numPartitions", 2)
+        .load()
+        .selectExpr("value AS id")
+        .where(f"id < {batches * rows}")
+    )
+
+
+@pytest.mark.timeout(120)
+def test_stream_publisher_worker_killed_mid_batch_fails_the_local_query_after_the_committed_batches(
+    spark: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from pyspark.errors import StreamingQueryException
+
+    from flowpy.spark import stream_publisher
+
+    WorkerKiller(monkeypatch, _QueryBridge, "write", when=lambda hello: hello["batch"] == 1)
+    publisher, query = stream_publisher(_counted(spark, 3, 20))
+    recorder = _recording(1_000)
+    publisher.subscribe(recorder)
+    assert recorder.done.wait(90)
+    assert isinstance(recorder.error, StreamingQueryException)
+    assert "Python worker exited unexpectedly" in str(recorder.error)
+    assert sorted(_ids(recorder)) == list(range(20))  # batch 0 only: batch 1 was aborted
+    assert not query.isActive
+
+
+@pytest.mark.timeout(120)
+def test_stream_publisher_connection_cut_mid_write_fails_the_local_query_after_the_committed_batches(
+    spark: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from flowpy.spark import _stream_publisher, stream_publisher
+
+    frames = iter(range(10**6))
+
+    def cut_in_batch_one(sock: Any) -> Any:
+        frame = recv_frame(sock)
+        if next(frames) == 7:  # a frame of the second batch's tasks
+            sock.shutdown(2)
+            raise ConnectionError("cut")
+        return frame
+
+    monkeypatch.setattr(_stream_publisher, "recv_frame", cut_in_batch_one)
+    publisher, _ = stream_publisher(_counted(spark, 3, 20), mode="arrow")
+    recorder = _recording(1_000)
+    publisher.subscribe(recorder)
+    assert recorder.done.wait(90) and recorder.error is not None
+    assert "lost the connection to flowpy stream_publisher" in str(recorder.error)
+    delivered = [row["id"] for batch in recorder.items for row in batch.to_pylist()]
+    assert sorted(delivered) == list(range(20))  # no row of the batch the cut broke
+
+
+@pytest.mark.timeout(120)
+def test_stream_publisher_query_stopped_while_its_tasks_wait_for_a_slow_subscriber(spark: Any) -> None:
+    from flowpy.spark import stream_publisher
+
+    publisher, query = stream_publisher(_counted(spark, 50, 40), max_buffer_capacity=10)
+    recorder = _recording(1)
+    publisher.subscribe(recorder)
+    _delivered(recorder, 1)
+    # Batch 0's 40 rows wait in the backlog: batch 1's tasks are blocked until the subscriber asks.
+    stopper = threading.Thread(target=query.stop)
+    stopper.start()
+    stopper.join(60)
+    assert not stopper.is_alive() and not query.isActive
+    recorder.request(1_000)
+    assert recorder.done.wait(30) and recorder.completed
+    assert sorted(_ids(recorder)) == list(range(40))  # batch 0 whole, nothing of the stopped batch
+
+
+@pytest.mark.spark_cluster("standalone")
+@pytest.mark.timeout(240)
+def test_stream_publisher_worker_killed_mid_batch_is_retried_and_delivered_once(
+    spark_sessions: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from flowpy.spark import stream_publisher
+
+    standalone = spark_sessions.get("standalone")
+    killer = WorkerKiller(monkeypatch, _QueryBridge, "write", when=lambda hello: hello["batch"] == 1)
+    publisher, query = stream_publisher(_counted(standalone, 3, 20))
+    recorder = _recording(1_000)
+    publisher.subscribe(recorder)
+    _delivered(recorder, 60)
+    query.stop()
+    assert recorder.done.wait(60) and recorder.completed
+    assert sorted(_ids(recorder)) == list(range(60))  # every row once: the killed attempt's rows never
+    [killed] = killer.killed
+    attempts = [h["task"] for h in killer.of("write") if (h["batch"], h["partition"]) == (1, killed["partition"])]
+    assert len(attempts) == 2 and killed["task"] == attempts[0]

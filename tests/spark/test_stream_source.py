@@ -21,7 +21,7 @@ from flowpy.spark._bridge import _Reader
 from flowpy.spark._endpoint import Endpoint
 from flowpy.spark._stream_source import HELD_BATCHES, _SourceStream
 from flowpy.submission import SubmissionPublisher
-from tests.spark.helpers import HandUpstream
+from tests.spark.helpers import HandUpstream, WorkerKiller
 
 pa = pytest.importorskip("pyarrow")
 types = pytest.importorskip("pyspark.sql.types")
@@ -361,3 +361,84 @@ def test_stream_source_query_stop_cancels_the_subscription_promptly(spark: Any) 
     query.stop()
     assert time.monotonic() - started < 10  # not a timing claim: a hang would be minutes
     upstream.wait_for_cancel()
+
+
+# -- Failures on real queries: a worker dying mid-batch, a connection cut --------------------
+
+
+def _file_sink(frame: Any, tmp_path: Path) -> Any:
+    return (
+        frame.writeStream.format("parquet")
+        .option("path", str(tmp_path / "out"))
+        .option("checkpointLocation", str(tmp_path / "checkpoint"))
+        .trigger(availableNow=True)
+        .start()
+    )
+
+
+@pytest.mark.timeout(120)
+def test_stream_source_worker_killed_mid_batch_fails_the_local_query_and_ends_the_stream(
+    spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from pyspark.errors import StreamingQueryException
+
+    from flowpy.spark import stream_source
+
+    killer = WorkerKiller(monkeypatch, _SourceStream, "read")
+    upstream = HandUpstream()
+    query = _file_sink(stream_source(upstream, "id BIGINT", spark=spark), tmp_path)
+    upstream.wait_for_requests(1)
+    upstream.emit([{"id": 1}])
+    # local[2] runs a task once: the query fails with Spark's reason, and the stream ends with it.
+    with pytest.raises(StreamingQueryException, match=r"Python worker exited unexpectedly"):
+        query.awaitTermination(90)
+    upstream.wait_for_cancel()
+    assert len(killer.killed) == 1 and spark.read.schema("id BIGINT").parquet(str(tmp_path / "out")).count() == 0
+
+
+@pytest.mark.timeout(120)
+def test_stream_source_connection_cut_mid_read_fails_the_local_query_with_one_line(
+    spark: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from pyspark.errors import StreamingQueryException
+
+    from flowpy.spark import stream_source
+
+    def half_then_cut(sock: Any, payload: Any) -> None:
+        view = memoryview(payload)
+        sock.sendall((view.nbytes).to_bytes(8, "big") + view[: view.nbytes // 2])
+        sock.shutdown(2)
+
+    monkeypatch.setattr(_stream_source, "send_frame", half_then_cut)
+    upstream = HandUpstream()
+    query = stream_source(upstream, "id BIGINT", spark=spark).writeStream.format("noop").start()
+    upstream.wait_for_requests(1)
+    upstream.emit([{"id": 1}])
+    message = r"lost the connection to flowpy stream_source \w+ at 127\.0\.0\.1:\d+ while reading rows 0 to 1: "
+    with pytest.raises(StreamingQueryException, match=message):
+        query.awaitTermination(90)
+    upstream.wait_for_cancel()
+
+
+@pytest.mark.spark_cluster("standalone")
+@pytest.mark.timeout(240)
+def test_stream_source_worker_killed_mid_batch_is_retried_with_the_same_rows_exactly_once(
+    spark_sessions: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from flowpy.spark import stream_source
+
+    standalone = spark_sessions.get("standalone")
+    killer = WorkerKiller(monkeypatch, _SourceStream, "read", when=lambda hello: hello["start"] > 0)
+    publisher: SubmissionPublisher[Any] = SubmissionPublisher(max_buffer_capacity=8)
+    query = _file_sink(
+        stream_source(publisher, "id BIGINT, name STRING", spark=standalone, max_rows_per_batch=100), tmp_path
+    )
+    with publisher:
+        publisher.submit_many(_rows(0, 300))
+    query.awaitTermination(200)
+    assert query.exception() is None
+    [killed] = killer.killed
+    retried = [(h["start"], h["end"]) for h in killer.of("read") if h["start"] == killed["start"]]
+    assert len(retried) == 2 and retried[0] == retried[1]  # the retried task read the same rows again
+    written = sorted(tuple(row) for row in standalone.read.parquet(str(tmp_path / "out")).collect())
+    assert written == [(i, f"n{i}") for i in range(300)]
