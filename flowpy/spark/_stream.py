@@ -22,8 +22,7 @@ T = TypeVar("T")
 
 _CONNECT_REFUSAL = (
     "publish_stream needs a classic SparkSession: Spark Connect runs foreachBatch on the server, "
-    "so the query cannot wait for this process's subscribers; write the stream with "
-    "writeStream.format('parquet') and publish the files with DataFramePublisher"
+    "so the query cannot wait for this process's subscribers; use stream_publisher, which works on both"
 )
 
 _CLOSE_CHECK_SECONDS = 0.1  # how often a micro-batch waiting for a subscriber checks for close()
@@ -67,9 +66,9 @@ def publish_stream(
 
     Spark Connect runs ``foreachBatch`` on the server, not in this process,
     so no ``submit`` of this process could hold the query: on a Connect
-    session the call is refused at once. There, write the stream to files
-    with the query's own file sink and read them with
-    :class:`~flowpy.spark.DataFramePublisher`.
+    session the call is refused at once. There, use
+    :func:`~flowpy.spark.stream_publisher`, whose write tasks send the rows
+    to this process and block while its buffer is full.
 
     Raises:
         ValueError: if ``streaming_df`` is not streaming, or ``max_buffer_capacity`` is not positive.

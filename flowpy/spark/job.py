@@ -28,7 +28,8 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn, TextIO
@@ -231,13 +232,17 @@ class _LiveTable:
         leading = ", ".join(f"{carrier} {flights:,}" for carrier, flights, _ in self._airlines.leading())
         line = (
             f"[{'#' * filled}{'.' * (width - filled)}] {rows:>9,}/{self._total:,} flights committed "
-            f"in {self._committed.batches} micro-batches; {rate:>9,.0f} rows/s now; leading: {leading or '-'}"
+            f"in {_batches(self._committed.batches)}; {rate:>9,.0f} rows/s now; leading: {leading or '-'}"
         )
         if self._tty:
             self._out.write("\r\x1b[K" + line + ("\n" if final else ""))
         else:
             self._out.write(line + "\n")
         self._out.flush()
+
+
+def _batches(count: int) -> str:
+    return f"{count} micro-batch" if count == 1 else f"{count} micro-batches"
 
 
 @dataclass(frozen=True)
@@ -353,12 +358,13 @@ def run(
         F.count("*").alias("flights"),
         F.sum((F.col("dep_delay") >= ON_TIME_MINUTES).cast("long")).alias("delayed"),
     )
-    live, aggregation = stream_publisher(
-        totals,
-        output_mode="complete",
-        checkpoint_location=f"{output}/_checkpoint/airlines",
-        trigger={"availableNow": True},
-    )
+    with _conf(spark, "spark.sql.shuffle.partitions", str(_AGGREGATION_PARTITIONS)):
+        live, aggregation = stream_publisher(
+            totals,
+            output_mode="complete",
+            checkpoint_location=f"{output}/_checkpoint/airlines",
+            trigger={"availableNow": True},
+        )
     airlines = LiveAirlines()
     live.subscribe(airlines)
     committed = _Committed(files)
@@ -400,6 +406,23 @@ def run(
     )
 
 
+_AGGREGATION_PARTITIONS = 2  # state partitions of the per-airline totals: 16 airlines need no more
+
+
+@contextmanager
+def _conf(spark: SparkSession, key: str, value: str) -> Iterator[None]:
+    """Set a session setting around the start of a query (which takes a copy of the settings), then restore it."""
+    previous = spark.conf.get(key, None)
+    spark.conf.set(key, value)
+    try:
+        yield
+    finally:
+        if previous is None:
+            spark.conf.unset(key)
+        else:
+            spark.conf.set(key, previous)
+
+
 def _clear(spark: SparkSession, output: str) -> None:
     """Delete what ``output`` holds (for ``--overwrite``): files, Spark's file sink log, checkpoints."""
     if _is_local(output):
@@ -425,7 +448,7 @@ def _print_report(report: JobReport, output: str, out: TextIO) -> None:
         shown_on_time = "-" if on_time is None else f"{on_time:.1%}"
         out.write(f"{label:<{width}}{flights:>9,}{shown_delay:>16}{shown_on_time:>9}\n")
     out.write(
-        f"\nstreamed {report.replayed:,} flights through Spark in {report.batches} micro-batches into "
+        f"\nstreamed {report.replayed:,} flights through Spark in {_batches(report.batches)} into "
         f"{report.files} Parquet files in {report.seconds:.1f} s ({report.replayed / max(report.seconds, 1e-9):,.0f} "
         f"rows/s); Spark read back {report.written:,} rows: " + ("counts match\n" if report.ok else "COUNTS DIFFER\n")
     )
@@ -460,7 +483,12 @@ def _parser() -> _Parser:
     where.add_argument("--remote", help="Spark Connect URL, e.g. sc://host:15002 (default: $FLOWPY_SPARK_REMOTE)")
     parser.add_argument("--limit", type=_positive, help="replay only the first N flights")
     parser.add_argument("--producers", type=_positive, default=2, help="producer threads (default 2)")
-    parser.add_argument("--batch-size", type=_positive, default=100_000, help="rows per Parquet file (default 100000)")
+    parser.add_argument(
+        "--batch-size",
+        type=_positive,
+        default=100_000,
+        help="the most rows per micro-batch and Parquet file (default 100000)",
+    )
     parser.add_argument("--chunk", type=_positive, default=10_000, help="rows per record batch (default 10000)")
     parser.add_argument("--buffer", type=_positive, default=16, help="record batches per subscriber (default 16)")
     parser.add_argument("--json", action="store_true", help="print a JSON summary on stdout (progress goes to stderr)")

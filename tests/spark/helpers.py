@@ -161,3 +161,12 @@ class WorkerKiller:
     def of(self, op: str) -> list[dict[str, Any]]:
         """The hellos of ``op`` connections, in arrival order."""
         return [hello for hello in self.hellos if hello.get("op") == op]
+
+
+def assert_threads_end(prefix: str, timeout: float = 30) -> None:
+    """Every thread whose name starts with ``prefix`` ends within ``timeout`` seconds (a stream's own threads)."""
+    import threading
+
+    for thread in [t for t in threading.enumerate() if t.name.startswith(prefix)]:
+        thread.join(timeout)
+        assert not thread.is_alive(), f"{thread.name} is still running"

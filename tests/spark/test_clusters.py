@@ -129,8 +129,7 @@ def test_stream_on_connect_is_refused_at_call_time(spark_sessions: Any) -> None:
     stream = connect.readStream.format("rate").load()
     message = (
         r"^publish_stream needs a classic SparkSession: Spark Connect runs foreachBatch on the server, "
-        r"so the query cannot wait for this process's subscribers; write the stream with "
-        r"writeStream\.format\('parquet'\) and publish the files with DataFramePublisher$"
+        r"so the query cannot wait for this process's subscribers; use stream_publisher, which works on both$"
     )
     with pytest.raises(NotImplementedError, match=message):
         publish_stream(stream)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import logging
 import socket
-import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -12,6 +11,7 @@ import pytest
 
 from flowpy.spark._bridge import _Options, recv_json, send_json
 from flowpy.spark._endpoint import Endpoint, advertised_host
+from tests.spark.helpers import assert_threads_end
 
 
 class _Echo:
@@ -33,10 +33,6 @@ def echo_endpoint() -> Iterator[tuple[Endpoint, _Echo]]:
         yield endpoint, echo
     finally:
         endpoint.close()
-
-
-def _threads_of(endpoint: Endpoint) -> list[str]:
-    return [thread.name for thread in threading.enumerate() if thread.name.startswith(endpoint.name)]
 
 
 def test_endpoint_binds_loopback_and_names_itself_in_its_options(echo_endpoint: tuple[Endpoint, _Echo]) -> None:
@@ -114,7 +110,7 @@ def test_endpoint_close_cuts_connections_ends_threads_and_refuses_new_ones(
         assert idle.recv(1) == b""
     finally:
         idle.close()
-    assert _threads_of(endpoint) == []
+    assert_threads_end(endpoint.name, timeout=0)
     message = (
         rf"^cannot reach flowpy stream_source {endpoint.stream} at 127\.0\.0\.1:{endpoint.port}: "
         r"connection refused; the app serving it is gone or stopped serving it "

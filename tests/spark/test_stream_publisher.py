@@ -21,7 +21,7 @@ import pytest
 from flowpy.spark._bridge import _Writer, recv_frame
 from flowpy.spark._endpoint import Endpoint
 from flowpy.spark._stream_publisher import QueryPublisher, _QueryBridge
-from tests.spark.helpers import Arrivals, WorkerKiller
+from tests.spark.helpers import Arrivals, WorkerKiller, assert_threads_end
 from tests.support import Recorder
 
 pa = pytest.importorskip("pyarrow")
@@ -116,12 +116,7 @@ def _ids(recorder: Recorder) -> list[int]:
 
 def _assert_ended(made: _Bridge) -> None:
     """The pump ends by itself once the query has ended; then no thread of the stream is left."""
-    assert made.bridge._pump_thread is not None
-    made.bridge._pump_thread.join(30)
-    assert made.bridge._watch_thread is not None
-    made.bridge._watch_thread.join(30)
-    made.endpoint._acceptor.join(30)
-    assert [t.name for t in threading.enumerate() if t.name.startswith(made.endpoint.name)] == []
+    assert_threads_end(made.endpoint.name)
     assert made.endpoint.closed
 
 

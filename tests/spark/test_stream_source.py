@@ -21,7 +21,7 @@ from flowpy.spark._bridge import _Reader
 from flowpy.spark._endpoint import Endpoint
 from flowpy.spark._stream_source import HELD_BATCHES, _SourceStream
 from flowpy.submission import SubmissionPublisher
-from tests.spark.helpers import HandUpstream, WorkerKiller
+from tests.spark.helpers import HandUpstream, WorkerKiller, assert_threads_end
 
 pa = pytest.importorskip("pyarrow")
 types = pytest.importorskip("pyspark.sql.types")
@@ -253,8 +253,7 @@ def test_stream_source_end_of_the_query_cancels_the_subscription_and_closes_ever
         assert source.reader._control is not None
         source.reader._control.close()
     source.upstream.wait_for_cancel()
-    source.endpoint._acceptor.join(30)
-    assert [t.name for t in threading.enumerate() if t.name.startswith(source.endpoint.name)] == []
+    assert_threads_end(source.endpoint.name)
     assert source.stream.held_rows == 0
     with pytest.raises(ConnectionError, match=r"^cannot reach .* connection refused"):
         _Reader(source.options).initialOffset()
@@ -349,7 +348,9 @@ def test_stream_source_publisher_error_fails_the_query_with_its_text(spark: Any)
 
 
 @pytest.mark.timeout(120)
-def test_stream_source_query_stop_cancels_the_subscription_promptly(spark: Any) -> None:
+def test_stream_source_query_stop_cancels_the_subscription_promptly(
+    spark: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
     from flowpy.spark import stream_source
 
     upstream = HandUpstream()
@@ -357,10 +358,16 @@ def test_stream_source_query_stop_cancels_the_subscription_promptly(spark: Any) 
     upstream.wait_for_requests(1)
     upstream.emit([{"id": 1}])
     query.processAllAvailable()
+    query.explain(extended=True)
+    stream = upstream.subscriber
+    assert isinstance(stream, _SourceStream) and stream.endpoint is not None
+    assert stream.endpoint.token not in capsys.readouterr().out  # the plan does not show the token
     started = time.monotonic()
     query.stop()
     assert time.monotonic() - started < 10  # not a timing claim: a hang would be minutes
     upstream.wait_for_cancel()
+    assert_threads_end(stream.endpoint.name)
+    assert stream.held_rows == 0 and stream.endpoint.closed
 
 
 # -- Failures on real queries: a worker dying mid-batch, a connection cut --------------------
