@@ -20,10 +20,14 @@ all cases alternating; the table gives median rows/s and the ratios:
   127.0.0.1, running Spark the same way; the Connect cases run in a child
   process, one case per command, so that the repetitions still alternate)
   against classic;
-* memory: the range through ``stream_publisher`` into a subscriber ten times
-  slower than the query's no-op rate; the most items this process held
+* memory: a streamed range (``--memory-rows``, default 1,000,000) through
+  ``stream_publisher`` into a subscriber ten times slower than the range
+  query's no-op rate; the most items this process held
   beyond the subscriber's buffer, against the documented bound, and the
   growth of this process's resident memory while it ran.
+
+Then the main job runs once as a program (``python -m flowpy.spark.job
+--json``) for its rows/s and its Python process's peak RSS.
 
 With ``--batch-pieces`` the earlier batch cases run instead: the flights into
 a ParquetSink against Spark's CSV -> Parquet, and ``spark.range(N)`` through
@@ -33,6 +37,7 @@ DataFramePublisher into a ParquetSink against ``df.write.parquet``.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
 import statistics
@@ -84,6 +89,14 @@ def _file_sink(frame: Any, output: str) -> Any:
     )
 
 
+IN_BATCHES: dict[str, list[float]] = {"source": [], "parquet": []}
+"""Seconds the flights cases spent inside micro-batches (their progress reports' triggerExecution), per run."""
+
+
+def _in_batches(query: Any) -> float:
+    return sum(progress["durationMs"]["triggerExecution"] for progress in query.recentProgress) / 1000
+
+
 def flights_stream_source(spark: Any, table: Any, output: str, args: Any) -> int:
     """Producer threads -> SubmissionPublisher -> stream_source -> Spark's file sink."""
     _fresh(output)
@@ -96,6 +109,7 @@ def flights_stream_source(spark: Any, table: Any, output: str, args: Any) -> int
     finally:
         publisher.close()
     query.awaitTermination()
+    IN_BATCHES["source"].append(_in_batches(query))
     return int(table.num_rows)
 
 
@@ -104,7 +118,9 @@ def flights_parquet_stream(spark: Any, files: str, output: str, rows: int) -> in
     _fresh(output)
     _fresh(output + "-checkpoint")
     frame = spark.readStream.schema(FLIGHTS_SCHEMA).option("maxFilesPerTrigger", 1).parquet(files)
-    _file_sink(frame, output).awaitTermination()
+    query = _file_sink(frame, output)
+    query.awaitTermination()
+    IN_BATCHES["parquet"].append(_in_batches(query))
     return rows
 
 
@@ -251,14 +267,16 @@ class _Inputs:
         self.flight_files = str(scratch / "flight-files")
         self.range_files = str(scratch / "range-files")
         self.rows = args.rows
+        self.memory_files = str(scratch / "memory-files")
         os.makedirs(self.flight_files)
-        os.makedirs(self.range_files)
         for number, first in enumerate(range(0, self.flights, args.batch_size)):
             part = self.table.slice(first, args.batch_size)
             pq.write_table(part, f"{self.flight_files}/part-{number:05d}.parquet")
-        for number, first in enumerate(range(0, args.rows, args.batch_size)):
-            ids = pa.table({"id": pa.array(range(first, min(first + args.batch_size, args.rows)), pa.int64())})
-            pq.write_table(ids, f"{self.range_files}/part-{number:05d}.parquet")
+        for directory, rows in ((self.range_files, args.rows), (self.memory_files, args.memory_rows)):
+            os.makedirs(directory)
+            for number, first in enumerate(range(0, rows, args.batch_size)):
+                ids = pa.table({"id": pa.array(range(first, min(first + args.batch_size, rows)), pa.int64())})
+                pq.write_table(ids, f"{directory}/part-{number:05d}.parquet")
 
 
 def streaming_cases(spark: Any, inputs: _Inputs, out: str, args: Any) -> dict[str, Callable[[], int]]:
@@ -368,11 +386,17 @@ def run_streaming(args: Any, scratch: Path, master: str, connect_url: str | None
     for label, name, base in ratios:
         if name in medians and base in medians:
             print(f"{label:<48} {medians[name] / medians[base]:>6.2f}")
+    source, parquet = (statistics.median(IN_BATCHES[key][1:]) for key in ("source", "parquet"))  # past the warm-up
+    print(
+        f"{'in micro-batches: stream_source / readStream.parquet':<48} {parquet / source:>6.2f} "
+        f"({source:.2f} s against {parquet:.2f} s of micro-batches for the flights; the rest of a run starts "
+        "and ends the query)"
+    )
     if connect is not None:
         connect.close()
     fast = medians["Spark alone: range stream -> noop sink"]
     _say("the range into a subscriber ten times slower than the query ...")
-    memory = memory_with_a_slow_subscriber(spark, inputs.range_files, inputs.rows, fast, args)
+    memory = memory_with_a_slow_subscriber(spark, inputs.memory_files, args.memory_rows, fast, args)
     bound = max(args.capacity, -(-args.batch_size // 10_000)) + 1  # items: record batches of up to 10,000 rows
     print(
         f"slow subscriber ({memory['subscriber_rows_per_second']:,.0f} rows/s, 1/10 of {fast:,.0f}): "
@@ -380,7 +404,23 @@ def run_streaming(args: Any, scratch: Path, master: str, connect_url: str | None
         f"(documented bound {bound}); RSS grew {memory['rss_growth_mib']:.1f} MiB"
     )
     spark.stop()
+    _say("running the main job once as a program for its peak RSS ...")
+    summary = job_as_a_program(scratch, None if master == "local[*]" else master)
+    print(
+        f"main job as a program: {summary['replayed']:,} flights in {summary['micro_batches']} micro-batches, "
+        f"{summary['rows_per_second']:,} rows/s, Python peak RSS {summary['python_peak_rss_mb']} MiB"
+    )
     print(f"load: {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f} {os.getloadavg()[2]:.2f} (1, 5, 15 min)")
+
+
+def job_as_a_program(scratch: Path, master: str | None) -> dict[str, Any]:
+    """Run ``python -m flowpy.spark.job --json`` once; return its summary."""
+    command = [sys.executable, "-m", "flowpy.spark.job", "--json", "--output", str(scratch / "job")]
+    if master is not None:
+        command += ["--master", master]
+    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, check=True)
+    summary: dict[str, Any] = json.loads(done.stdout)
+    return summary
 
 
 def _alternate(cases: dict[str, Callable[[], int]], repetitions: int) -> dict[str, float]:
@@ -435,6 +475,7 @@ def main() -> None:
     parser.add_argument("--buffer", type=int, default=16, help="record batches buffered per subscriber")
     parser.add_argument("--producers", type=int, default=2)
     parser.add_argument("--capacity", type=int, default=16, help="stream_publisher's max_buffer_capacity (arrow)")
+    parser.add_argument("--memory-rows", type=int, default=1_000_000, help="ids for the slow subscriber")
     parser.add_argument("--standalone", action="store_true", help="run Spark on a standalone master and worker")
     parser.add_argument("--no-connect", action="store_true", help="leave out the Spark Connect cases")
     parser.add_argument("--batch-pieces", action="store_true", help="the batch pieces' cases instead")

@@ -181,9 +181,9 @@ class _QueryBridge:
             send_json(connection, {"ok": True})
             while True:
                 with self._changed:
-                    while self._stopping is None and self._full():
+                    while self._stopping is None and not self._query_over and self._full():
                         self._changed.wait()
-                    refusal = self._stopping
+                    refusal = self._stopping or ("its query has ended" if self._query_over else None)
                 if refusal is not None:
                     reply_error(connection, f"{self._name} takes no more rows: {refusal}")
                     return

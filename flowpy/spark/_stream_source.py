@@ -96,6 +96,7 @@ class _SourceStream(Subscriber[Any]):
     # -- Subscriber -------------------------------------------------------------------
 
     def on_subscribe(self, subscription: Subscription) -> None:
+        # A racy read of _ended: a stream closed meanwhile cancels the subscription in its request pass.
         if self._slot.accept(subscription, is_open=not self._ended):
             self._demand.signal()
 
