@@ -196,12 +196,20 @@ class _QueryBridge:
                 batch = pa.ipc.read_record_batch(pa.py_buffer(frame), schema)
                 units = self._units(batch)
                 with self._lock:
-                    entry.batches.append(batch)
-                    entry.units += units
-                    self._staged_units += units
-                    self.peak_held = max(self.peak_held, self._staged_units + self._backlog_units)
+                    dropped = self._staged.get(task) is not entry  # the batch was aborted meanwhile
+                    if not dropped:
+                        entry.batches.append(batch)
+                        entry.units += units
+                        self._staged_units += units
+                        self.peak_held = max(self.peak_held, self._staged_units + self._backlog_units)
+                if dropped:
+                    reply_error(connection, f"{self._name} takes no more rows of batch {batch_id}: it was aborted")
+                    return
             with self._lock:
-                entry.complete = True
+                entry.complete = self._staged.get(task) is entry
+            if not entry.complete:
+                reply_error(connection, f"{self._name} takes no more rows of batch {batch_id}: it was aborted")
+                return
             send_json(connection, {"ok": True, "rows": sum(b.num_rows for b in entry.batches)})
         except (EOFError, OSError):
             pass  # the task died or was killed mid-write: its attempt's rows are dropped below

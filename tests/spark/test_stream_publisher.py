@@ -166,6 +166,41 @@ def test_stream_publisher_aborted_batch_is_never_delivered(bridge: _Bridge) -> N
     assert _ids(recorder) == [100]
 
 
+def test_stream_publisher_abort_during_a_write_stops_reading_it(bridge: _Bridge) -> None:
+    recorder = _recording(100)
+    bridge.publisher.subscribe(recorder)
+    more = threading.Event()
+
+    def first_then_more() -> Iterator[Any]:
+        yield _batch(0, 2)
+        more.wait(30)
+        yield _batch(2, 4)
+
+    failures: list[BaseException] = []
+
+    def task() -> None:
+        try:
+            bridge.write(_Task(0, 1, 0), first_then_more())
+        except (RuntimeError, ConnectionError) as exc:
+            failures.append(exc)
+
+    writer = threading.Thread(target=task)
+    writer.start()
+    deadline = threading.Event()
+    for _ in range(600):  # until the app has the first record batch (staging notifies no one)
+        if bridge.publisher.held_items == 2:
+            break
+        deadline.wait(0.05)
+    assert bridge.publisher.held_items == 2
+    bridge.writer.abort([None], 0)  # another task of batch 0 failed
+    more.set()
+    writer.join(30)
+    assert len(failures) == 1 and bridge.publisher.held_items == 0  # the task's later rows were not taken in
+    bridge.writer.commit([bridge.write(_Task(1, 2, 0), [_batch(7, 8)])], 1)
+    _delivered(recorder, 1)
+    assert _ids(recorder) == [7]
+
+
 def test_stream_publisher_rows_of_failed_and_losing_attempts_are_dropped(bridge: _Bridge) -> None:
     recorder = _recording(100)
     bridge.publisher.subscribe(recorder)
