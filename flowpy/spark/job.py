@@ -190,7 +190,8 @@ class _Committed:
 
     def poll(self) -> None:
         for progress in self._query.recentProgress:
-            batch, rows = progress["batchId"], progress["numInputRows"]
+            # The property, not the key: a Connect session's report may leave the total to its sources.
+            batch, rows = progress.batchId, progress.numInputRows or 0
             if batch not in self._seen:
                 self._seen.add(batch)
                 self.rows += rows

@@ -328,8 +328,8 @@ def test_stream_source_rows_and_arrow_into_spark_file_sink_exactly_once(spark: A
     query.awaitTermination(90)  # ends by itself: the publisher completed
     assert not query.isActive and query.exception() is None
     progress = query.recentProgress
-    assert sum(p["numInputRows"] for p in progress) == 450
-    assert all(p["numInputRows"] <= 100 for p in progress)
+    assert sum(p.numInputRows for p in progress) == 450
+    assert all(p.numInputRows <= 100 for p in progress)
     assert sorted(tuple(r) for r in spark.read.parquet(str(out)).collect()) == [(i, f"n{i}") for i in range(450)]
 
 
