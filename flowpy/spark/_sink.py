@@ -125,7 +125,7 @@ class _Directory(ABC):
         """Replace the path with an empty file of the stream's schema (``"overwrite"`` of an empty stream)."""
 
 
-def _holds_files(spark: SparkSession, path: str) -> bool:
+def holds_files(spark: SparkSession, path: str) -> bool:
     """Whether ``path`` has a visible file; asked of Spark, which sees the path as its writes will."""
     from pyspark.errors import AnalysisException
 
@@ -159,7 +159,7 @@ class _SparkDirectory(_Directory):
         super().__init__()
 
     def _check(self, mode: WriteMode) -> None:
-        if mode == "error" and _holds_files(self._spark, self._path):
+        if mode == "error" and holds_files(self._spark, self._path):
             raise FileExistsError(_FILE_EXISTS.format(path=self._path))
 
     def commit(self, table: pa.Table, sequence: int) -> None:

