@@ -12,6 +12,7 @@ from threading import get_ident
 from typing import Generic, TypeVar
 
 from flowpy._demand import MAX_DEMAND, check_request
+from flowpy._signals import report
 from flowpy.executors import Task
 from flowpy.flow import Subscriber, Subscription
 
@@ -538,7 +539,7 @@ class BufferedSubscription(Subscription, Generic[T]):
             try:
                 subscriber.on_subscribe(self)
             except BaseException as exc:
-                self._close_on_error(exc)
+                self._close_on_error(exc, report_failure=True)  # rule 2.13, as every flowpy publisher
                 if not isinstance(exc, Exception):
                     raise
                 return False
@@ -636,8 +637,11 @@ class BufferedSubscription(Subscription, Generic[T]):
         self._alert = True
         self._execute = None
 
-    def _close_on_error(self, error: BaseException | None) -> None:
-        """Close, then deliver ``on_error(error)``, or of the pending error if ``None``, or nothing (a cancel)."""
+    def _close_on_error(self, error: BaseException | None, *, report_failure: bool = False) -> None:
+        """Close, then deliver ``on_error(error)``, or of the pending error if ``None``, or nothing (a cancel).
+
+        ``report_failure``: as :meth:`_signal_terminal`.
+        """
         with self._lock:
             if self._closed:
                 return
@@ -645,7 +649,7 @@ class BufferedSubscription(Subscription, Generic[T]):
                 self._pending_error = error
             self._complete = False
             self._close_locked()
-        self._signal_terminal()
+        self._signal_terminal(report_failure)
 
     def _close_silently(self) -> None:
         with self._lock:
@@ -654,10 +658,14 @@ class BufferedSubscription(Subscription, Generic[T]):
             self._close_locked()
         self._release()
 
-    def _signal_terminal(self) -> None:
+    def _signal_terminal(self, report_failure: bool = False) -> None:
         """Deliver the terminal signal left due by closing, once, then :meth:`_release`; by the task's holder.
 
-        A failing terminal signal is dropped (rule 2.13), unless it is not an ``Exception``.
+        A failing terminal signal is dropped (rule 2.13), as in the JDK, unless
+        it is not an ``Exception``. With ``report_failure``, set for the
+        ``on_error`` after a raising ``on_subscribe``, a failing ``on_error``
+        is reported first (:func:`flowpy._signals.report`), as every flowpy
+        publisher reports it.
         """
         subscriber = self.subscriber
         error = self._pending_error
@@ -670,8 +678,9 @@ class BufferedSubscription(Subscription, Generic[T]):
                     subscriber.on_error(error)
                 elif complete:
                     subscriber.on_complete()
-        except Exception:  # rule 2.13: a failing terminal signal is dropped
-            pass
+        except Exception as failure:  # rule 2.13
+            if report_failure:
+                report(failure, f"on_error of {subscriber!r} raised (rule 2.13)")
         finally:
             self._release()
 

@@ -360,11 +360,37 @@ close_silently(BufObject *self)
     return release(self);
 }
 
+/* Log `failure` (borrowed), raised by on_error of `subscriber` (borrowed),
+   with flowpy._signals.report, as the reference does. Returns -1 with an
+   exception set if that failed. */
+static int
+report_on_error_failure(PyObject *subscriber, PyObject *failure)
+{
+    PyObject *signals = PyImport_ImportModule("flowpy._signals");
+    if (signals == NULL) {
+        return -1;
+    }
+    PyObject *context = PyUnicode_FromFormat("on_error of %R raised (rule 2.13)", subscriber);
+    if (context == NULL) {
+        Py_DECREF(signals);
+        return -1;
+    }
+    PyObject *r = PyObject_CallMethod(signals, "report", "OO", failure, context);
+    Py_DECREF(context);
+    Py_DECREF(signals);
+    if (r == NULL) {
+        return -1;
+    }
+    Py_DECREF(r);
+    return 0;
+}
+
 /* Close and deliver on_error(error), or the pending error, or nothing.
    `error` is borrowed. A failing on_error is dropped unless it is a
-   BaseException that is not an Exception (rule 2.13). */
+   BaseException that is not an Exception (rule 2.13); with `report` (the
+   on_error after a raising on_subscribe) an Exception is reported first. */
 static int
-close_on_error(BufObject *self, PyObject *error)
+close_on_error(BufObject *self, PyObject *error, int report)
 {
     if (self->closed) {
         return 0;
@@ -387,11 +413,21 @@ close_on_error(BufObject *self, PyObject *error)
     if (error != NULL && subscriber != NULL) {
         PyObject *r = PyObject_CallMethodOneArg(subscriber, state_of(self)->str_on_error, error);
         if (r == NULL) {
-            if (PyErr_ExceptionMatches(PyExc_Exception)) {
+            if (!PyErr_ExceptionMatches(PyExc_Exception)) {
+                earlier = take_exception();
+            }
+            else if (!report) {
                 PyErr_Clear();
             }
             else {
-                earlier = take_exception();
+                PyObject *failure = take_exception();
+                if (report_on_error_failure(subscriber, failure) < 0) {
+                    chain_exception(failure); /* steals failure, as the reference's `except` block chains it */
+                    earlier = take_exception();
+                }
+                else {
+                    Py_DECREF(failure);
+                }
             }
         }
         else {
@@ -418,7 +454,7 @@ on_next_failed(BufObject *self, PyObject *subscriber, PyObject *exc)
                    handler's exception goes on. */
                 PyObject *raised = take_exception();
                 PyException_SetContext(raised, Py_NewRef(exc));
-                if (close_on_error(self, exc) < 0) {
+                if (close_on_error(self, exc, 0) < 0) {
                     PyErr_Clear();
                 }
                 restore_exception(raised);
@@ -430,7 +466,7 @@ on_next_failed(BufObject *self, PyObject *subscriber, PyObject *exc)
             Py_DECREF(r);
         }
     }
-    return close_on_error(self, exc);
+    return close_on_error(self, exc, 0);
 }
 
 /* A stop or a waiting producer: returns 1 to stop delivering, 0 to go on, -1 on error. */
@@ -585,7 +621,7 @@ deliver(BufObject *self)
         PyObject *r = PyObject_CallMethodOneArg(subscriber, st->str_on_subscribe, (PyObject *)self);
         if (r == NULL) {
             exc = take_exception();
-            if (close_on_error(self, exc) < 0) {
+            if (close_on_error(self, exc, 1) < 0) { /* rule 2.13: reported, as by every flowpy publisher */
                 goto done;
             }
             if (!is_exception(exc)) {
@@ -600,7 +636,7 @@ deliver(BufObject *self)
     }
     for (;;) {
         if (self->stop) {
-            result = close_on_error(self, NULL);
+            result = close_on_error(self, NULL, 0);
             goto done;
         }
         long long demand = self->demand;

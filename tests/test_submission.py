@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import logging
 import math
 import re
 import sys
@@ -185,6 +186,31 @@ def test_on_subscribe_raising_closes_with_on_error_of_that_exception_once() -> N
     assert recorder.kinds() == ["on_subscribe", "on_error"] and recorder.error is boom
     assert handled == []
     assert publisher.number_of_subscribers == 0
+
+
+def test_on_error_raising_after_a_raising_on_subscribe_is_logged(caplog: pytest.LogCaptureFixture) -> None:
+    # as every flowpy publisher does (docs/java-mapping.md); it was dropped silently
+    publisher, executor = manual()
+    failure = ValueError("on_error failed too")
+
+    class Worse(Recorder):
+        def on_subscribe(self, subscription: Any) -> None:
+            super().on_subscribe(subscription)
+            raise RuntimeError("not now")
+
+        def on_error(self, error: BaseException) -> None:
+            super().on_error(error)
+            raise failure
+
+    recorder = Worse()
+    publisher.subscribe(recorder)
+    with caplog.at_level(logging.ERROR, logger="flowpy"):
+        executor.run_all()
+    assert recorder.kinds() == ["on_subscribe", "on_error"]
+    assert publisher.number_of_subscribers == 0
+    [record] = caplog.records
+    assert record.getMessage().startswith(f"on_error of {recorder!r} raised (rule 2.13): ")
+    assert record.exc_info is not None and record.exc_info[1] is failure
 
 
 def test_resubscribe_after_cancel_gets_a_new_subscription() -> None:
