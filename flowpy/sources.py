@@ -30,7 +30,7 @@ import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Generic, TypeVar
 
-from flowpy._checks import require_int, require_non_negative_int, require_positive_int, require_subscriber
+from flowpy._checks import none_error, require_int, require_non_negative_int, require_positive_int, require_subscriber
 from flowpy._core.pull import END, DemandSubscription
 from flowpy._demand import add_demand, check_request
 from flowpy._signals import report, reraise_fatal, signal_subscribe, signal_terminal
@@ -412,7 +412,11 @@ class _IterableSubscription(DemandSubscription, Generic[T]):
         return self._advance(iterator)
 
     def _advance(self, iterator: Iterator[T]) -> bool:
-        """Fetch the next item into the look-ahead; on the end or a failure, terminate."""
+        """Fetch the next item into the look-ahead; on the end or a failure, terminate.
+
+        A ``None`` item is the iterable's failure: ``on_error(TypeError)``
+        (rule 2.13), and the iterator is dropped.
+        """
         if self._cancelled:
             return False
         try:
@@ -423,6 +427,9 @@ class _IterableSubscription(DemandSubscription, Generic[T]):
             return False
         if self._next is END:
             self._terminate(None)
+            return False
+        if self._next is None:
+            self._terminate(none_error("item", "2.13"))
             return False
         return True
 
@@ -473,7 +480,9 @@ class IterablePublisher(Publisher[T_co]):
     that the iterable is exhausted as soon as the last item was emitted, and
     completes without waiting for more demand; an empty iterable completes
     right after ``on_subscribe``. An exception from ``iter()`` or ``next()``
-    is signalled with ``on_error``. Cancelling drops the iterator, which
+    is signalled with ``on_error``, and so is a ``None`` item, as
+    ``TypeError("item must not be None (rule 2.13)")``, in place of that
+    item (the iterator is then dropped). Cancelling drops the iterator, which
     closes a generator when it is garbage-collected.
 
     Example:

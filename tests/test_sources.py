@@ -14,7 +14,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from flowpy._demand import MAX_DEMAND
+from flowpy.flowable import Flowable
 from flowpy.sources import IterablePublisher, RangePublisher, empty, error, just
+from flowpy.subscribers import collect, iterate
 from tests.sources_helpers import (
     WAIT,
     SyncRecorder,
@@ -392,6 +394,45 @@ def test_iterable_next_failure_signals_items_then_on_error() -> None:
     IterablePublisher(failing(), executor=executor).subscribe(recorder)
     executor.run_all()
     assert recorder.items == [1, 2] and isinstance(recorder.error, KeyError)
+
+
+def test_iterable_none_item_ends_the_stream_with_type_error_and_stops_iterating() -> None:
+    # None went to on_next; the subscriber raised, the source only logged it and never ended the stream
+    pulled: list[str] = []
+    closed = threading.Event()
+
+    def with_none() -> Iterator[int | None]:
+        try:
+            yield 1
+            yield None
+            pulled.append("after None")
+            yield 2
+        finally:
+            closed.set()
+
+    executor = ManualExecutor()
+    recorder = make_recorder(initial=10)
+    IterablePublisher(with_none(), executor=executor).subscribe(recorder)
+    executor.run_all()
+    assert recorder.kinds() == ["on_subscribe", "on_next", "on_error"]
+    assert recorder.items == [1]
+    assert type(recorder.error) is TypeError and str(recorder.error) == "item must not be None (rule 2.13)"
+    assert recorder.violations == []
+    assert pulled == []
+    gc.collect()
+    assert closed.is_set(), "the source must drop the iterator"
+
+
+def test_iterable_none_item_fails_collect_iterate_and_to_list() -> None:
+    message = r"^item must not be None \(rule 2\.13\)$"
+    with pytest.raises(TypeError, match=message):
+        collect(IterablePublisher([1, None, 2])).result(timeout=WAIT)
+    with pytest.raises(TypeError, match=message):
+        Flowable.from_iterable([None]).to_list().result(timeout=WAIT)
+    iterator = iterate(IterablePublisher([1, None, 2]), timeout=WAIT)
+    assert next(iterator) == 1
+    with pytest.raises(TypeError, match=message):
+        next(iterator)
 
 
 def test_iterable_each_subscriber_gets_a_fresh_iterator() -> None:
