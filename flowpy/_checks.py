@@ -160,29 +160,42 @@ def require_publisher(publisher: object, name: str = "publisher") -> None:
         raise TypeError(f"{name} must be a Publisher, got {publisher!r}")
 
 
-def check_timeout(value: object, name: str = "timeout", *, negative_is_zero: bool = False) -> float:
+def check_timeout(
+    value: object,
+    name: str = "timeout",
+    *,
+    negative_is_zero: bool = False,
+    none_allowed: bool = True,
+    millis: bool = False,
+) -> float:
     """Return ``value`` as the seconds to wait, for every call that takes a timeout.
 
-    A real number (``bool`` is not), not NaN. One above
-    ``threading.TIMEOUT_MAX`` (about 292 years), ``inf`` included, waits that
-    long: for ever, in practice. With ``negative_is_zero``, a negative one
-    is 0, no wait (``offer``, as in the JDK); else it is an error. ``None``,
-    where a call allows it, is the caller's to handle.
+    A real number (``bool`` is not), not NaN: of seconds, or of milliseconds
+    with ``millis`` (the TCK's timeouts). One above ``threading.TIMEOUT_MAX``
+    seconds (about 292 years), ``inf`` included, waits that long: for ever,
+    in practice. With ``negative_is_zero``, a negative one is 0, no wait
+    (``offer``, as in the JDK); else it is an error. ``None``, where a call
+    allows it, is the caller's to handle: the messages offer it unless
+    ``none_allowed`` is false.
 
     Raises:
         TypeError: if ``value`` is not a real number.
         ValueError: if it is NaN, or negative without ``negative_is_zero``.
     """
+    or_none = " or None" if none_allowed else ""
+    unit = "milliseconds" if millis else "seconds"
     if not isinstance(value, Real) or isinstance(value, bool):
-        raise TypeError(f"{name} must be a number of seconds or None, got {value!r}")
+        raise TypeError(f"{name} must be a number of {unit}{or_none}, got {value!r}")
     if value != value:  # NaN, of any Real type
-        raise ValueError(f"{name} must be a number of seconds, got {value!r}")
+        raise ValueError(f"{name} must be a number of {unit}, got {value!r}")
     if value < 0:
         if negative_is_zero:
             return 0.0
-        raise ValueError(f"{name} must be >= 0 or None, got {value!r}")
+        raise ValueError(f"{name} must be >= 0{or_none}, got {value!r}")
     try:
         seconds = float(value)
     except OverflowError:  # an int or Fraction beyond float
         return threading.TIMEOUT_MAX
+    if millis:
+        seconds /= 1000
     return seconds if seconds <= threading.TIMEOUT_MAX else threading.TIMEOUT_MAX

@@ -1,4 +1,4 @@
-"""The executor kinds flowpy accepts, and its daemon thread pool: a leaf, on the standard library alone.
+"""The executor kinds flowpy accepts, and its daemon thread pool: a leaf, on the stdlib and :mod:`flowpy._checks`.
 
 :mod:`flowpy.executors` is the public home of everything here; this module
 exists so that :mod:`flowpy.tck`, which must not import the implementation it
@@ -15,6 +15,8 @@ from collections.abc import Callable
 from concurrent.futures import Executor as FuturesExecutor
 from concurrent.futures import Future
 from typing import Any, Protocol, TypeVar, Union, runtime_checkable
+
+from flowpy._checks import check_timeout
 
 __all__ = [
     "DaemonThreadPool",
@@ -167,10 +169,16 @@ class DaemonThreadPool(FuturesExecutor):
 
         Tasks that those tasks queue are waited for too. For monitoring and
         for an orderly exit, not as a substitute for a subscriber's own
-        completion signal.
+        completion signal. ``timeout=None`` waits without limit; one beyond
+        ``threading.TIMEOUT_MAX`` (``inf`` included) waits that long.
+
+        Raises:
+            TypeError: if ``timeout`` is not a number or ``None``.
+            ValueError: if ``timeout`` is negative or NaN.
         """
+        seconds = None if timeout is None else check_timeout(timeout)
         with self._lock:
-            return self._all_done.wait_for(lambda: not self._unfinished, timeout)
+            return self._all_done.wait_for(lambda: not self._unfinished, seconds)
 
     def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
         """Refuse new tasks; let the threads finish what is queued, then exit."""

@@ -46,6 +46,7 @@ from flowpy._checks import (
     check_timeout,
     none_error,
     require,
+    require_callable,
     require_callable_or_none,
     require_positive_int,
     require_subscriber,
@@ -739,9 +740,9 @@ class SubmissionPublisher(PublisherCore, Publisher[T], Generic[T]):
             subscription), and whose ``cancel()`` cancels the subscription.
 
         Raises:
-            TypeError: if ``fn`` is ``None``.
+            TypeError: if ``fn`` is not callable.
         """
-        require(fn, "fn")
+        require_callable(fn, "fn")
         return subscribe_future(self, fn, no_result)
 
     def __repr__(self) -> str:

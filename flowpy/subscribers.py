@@ -30,7 +30,7 @@ from concurrent.futures import Future
 from types import TracebackType
 from typing import TypeVar
 
-from flowpy._checks import none_error, require, require_callable, require_positive_int
+from flowpy._checks import check_timeout, none_error, require, require_callable, require_positive_int, require_publisher
 from flowpy._consumer import no_result, subscribe_future
 from flowpy._context import capture
 from flowpy._core.serial import SerialDrain
@@ -480,9 +480,9 @@ def consume(publisher: Publisher[T], fn: Callable[[T], object]) -> Future[None]:
         subscription). Cancelling the future cancels the subscription.
 
     Raises:
-        TypeError: if ``publisher`` is ``None`` or ``fn`` is not callable.
+        TypeError: if ``publisher`` is not a publisher or ``fn`` is not callable.
     """
-    require(publisher, "publisher")
+    require_publisher(publisher)
     require_callable(fn, "fn")
     return subscribe_future(publisher, fn, no_result)
 
@@ -496,9 +496,9 @@ def collect(publisher: Publisher[T]) -> Future[list[T]]:
         cancels the subscription.
 
     Raises:
-        TypeError: if ``publisher`` is ``None``.
+        TypeError: if ``publisher`` is not a publisher.
     """
-    require(publisher, "publisher")
+    require_publisher(publisher)
     items: list[T] = []
     return subscribe_future(publisher, items.append, lambda: items)
 
@@ -657,14 +657,16 @@ def iterate(publisher: Publisher[T], *, prefetch: int = 256, timeout: float | No
     Args:
         publisher: the source; subscribed at once.
         prefetch: the most items buffered ahead of the consumer.
-        timeout: the longest wait, in seconds, for each signal; ``None`` waits forever.
+        timeout: the longest wait, in seconds, for each signal; ``None`` waits
+            forever. One beyond ``threading.TIMEOUT_MAX`` (``inf`` included)
+            waits that long, about 292 years.
 
     Raises:
-        TypeError: if ``publisher`` is ``None`` or ``prefetch`` is not an ``int``.
-        ValueError: if ``prefetch`` is not positive or ``timeout`` is negative.
+        TypeError: if ``publisher`` is not a publisher, ``prefetch`` is not an
+            ``int`` or ``timeout`` is not a number or ``None``.
+        ValueError: if ``prefetch`` is not positive, or ``timeout`` is negative or NaN.
     """
-    require(publisher, "publisher")
+    require_publisher(publisher)
     checked = _check_prefetch(prefetch)
-    if timeout is not None and timeout < 0:
-        raise ValueError(f"timeout must be >= 0 or None, got {timeout!r}")
-    return BlockingIterator(publisher, checked, timeout)
+    seconds = None if timeout is None else check_timeout(timeout)
+    return BlockingIterator(publisher, checked, seconds)

@@ -23,7 +23,7 @@ import threading
 from collections.abc import Callable
 from typing import Any, Generic, TypeVar, Union
 
-from flowpy._checks import require_callable, require_non_negative_int, require_seconds
+from flowpy._checks import check_timeout, require_callable, require_non_negative_int, require_seconds
 from flowpy._demand import MAX_DEMAND, add_demand, check_request
 from flowpy.executors import Task
 from flowpy.flow import Subscriber, Subscription
@@ -441,10 +441,14 @@ class TestSubscriber(Subscriber[T], Generic[T]):
     def await_done(self: S, timeout: float) -> S:
         """Wait up to ``timeout`` seconds for ``on_error`` or ``on_complete``; returns this subscriber.
 
+        A ``timeout`` beyond ``threading.TIMEOUT_MAX`` (``inf`` included) waits that long.
+
         Raises:
             AssertionError: if none came in time; the subscription is then cancelled.
+            TypeError: if ``timeout`` is not a number.
+            ValueError: if ``timeout`` is negative or NaN.
         """
-        seconds = require_seconds(timeout, "timeout")
+        seconds = check_timeout(timeout, none_allowed=False)
         with self._changed:
             done = self._changed.wait_for(lambda: self.errors or self.completions, seconds)
         if not done:
@@ -455,11 +459,15 @@ class TestSubscriber(Subscriber[T], Generic[T]):
     def await_count(self: S, n: int, timeout: float) -> S:
         """Wait up to ``timeout`` seconds until at least ``n`` items arrived; returns this subscriber.
 
+        A ``timeout`` beyond ``threading.TIMEOUT_MAX`` (``inf`` included) waits that long.
+
         Raises:
             AssertionError: if they did not arrive in time, or the stream ended with fewer.
+            TypeError: if ``n`` is not an int or ``timeout`` is not a number.
+            ValueError: if ``n`` is negative, or ``timeout`` is negative or NaN.
         """
         count = require_non_negative_int(n, "n")
-        seconds = require_seconds(timeout, "timeout")
+        seconds = check_timeout(timeout, none_allowed=False)
         with self._changed:
             arrived = self._changed.wait_for(
                 lambda: len(self.values) >= count or self.errors or self.completions, seconds

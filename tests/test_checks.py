@@ -123,6 +123,34 @@ def test_check_timeout_refuses_nan_and_what_is_no_number(value: object, error: t
         check_timeout(value, "wait", negative_is_zero=True)
 
 
+@pytest.mark.parametrize(
+    ("value", "seconds"),
+    [
+        (0, 0.0),
+        (1500, 1.5),
+        (Fraction(1, 4), 0.00025),
+        (10**13, threading.TIMEOUT_MAX),
+        (math.inf, threading.TIMEOUT_MAX),
+        (10**400, threading.TIMEOUT_MAX),
+    ],
+)
+def test_check_timeout_of_milliseconds_returns_seconds_no_longer_than_the_platform_can_wait(
+    value: object, seconds: float
+) -> None:
+    assert check_timeout(value, millis=True) == seconds
+
+
+def test_check_timeout_messages_name_the_unit_and_offer_none_only_where_allowed() -> None:
+    with pytest.raises(ValueError, match=r"^wait_millis must be a number of milliseconds, got nan$"):
+        check_timeout(math.nan, "wait_millis", millis=True)
+    with pytest.raises(TypeError, match=r"^wait_millis must be a number of milliseconds or None, got '1'$"):
+        check_timeout("1", "wait_millis", millis=True)
+    with pytest.raises(TypeError, match=r"^wait must be a number of seconds, got None$"):
+        check_timeout(None, "wait", none_allowed=False)
+    with pytest.raises(ValueError, match=r"^wait must be >= 0, got -1$"):
+        check_timeout(-1, "wait", none_allowed=False)
+
+
 @pytest.mark.parametrize("value", [0, -3, 2**63, _Int(5)])
 def test_require_int_returns_an_int(value: int) -> None:
     assert require_int(value, "n") is value

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import subprocess
 import sys
 import threading
@@ -11,7 +12,7 @@ from typing import Any
 import pytest
 
 from flowpy.executors import DaemonThreadPool, SerialExecutor, as_execute, default_executor, direct_executor
-from tests.support import ManualExecutor, RejectingExecutor
+from tests.support import ManualExecutor, RejectingExecutor, wait_until_waiting
 
 
 def test_as_execute_prefers_execute_then_submit_then_callable() -> None:
@@ -141,6 +142,38 @@ def test_wait_idle_waits_for_queued_and_running_tasks() -> None:
     release.set()
     assert pool.wait_idle(10)
     assert ran == ["second"]
+    pool.shutdown()
+
+
+@pytest.mark.parametrize("timeout", [math.inf, 1e300, 2**70], ids=["inf", "1e300", "2**70"])
+def test_wait_idle_with_a_timeout_beyond_what_the_platform_can_wait_waits(timeout: float) -> None:
+    # raised OverflowError once the pool was busy
+    pool = DaemonThreadPool(1)
+    release = threading.Event()
+    pool.execute(release.wait)
+    idle: list[object] = []
+    waiter = threading.Thread(target=lambda: idle.append(pool.wait_idle(timeout)))
+    waiter.start()
+    wait_until_waiting(waiter)
+    release.set()
+    waiter.join(10)
+    assert idle == [True]
+    pool.shutdown()
+
+
+@pytest.mark.parametrize(
+    ("timeout", "error", "message"),
+    [
+        (math.nan, ValueError, r"^timeout must be a number of seconds, got nan$"),
+        (-1, ValueError, r"^timeout must be >= 0 or None, got -1$"),
+        ("1", TypeError, r"^timeout must be a number of seconds or None, got '1'$"),
+    ],
+)
+def test_wait_idle_refuses_a_bad_timeout(timeout: Any, error: type[Exception], message: str) -> None:
+    # a NaN made every wait return at once: a busy loop while the pool was busy
+    pool = DaemonThreadPool(1)
+    with pytest.raises(error, match=message):
+        pool.wait_idle(timeout)
     pool.shutdown()
 
 

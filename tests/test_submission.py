@@ -1164,10 +1164,14 @@ def test_consume_future_cancel_cancels_the_subscription() -> None:
         future.result(timeout=0)
 
 
-def test_consume_none_is_type_error() -> None:
-    publisher, _ = manual()
-    with pytest.raises(TypeError, match=r"^fn must not be None$"):
-        publisher.consume(None)  # type: ignore[arg-type]
+@pytest.mark.parametrize("fn", [None, 5])
+def test_consume_of_what_is_not_callable_is_type_error_at_the_call(fn: Any) -> None:
+    # consume(5) returned a future that failed only at the first item
+    publisher, executor = manual()
+    with pytest.raises(TypeError, match=rf"^fn must be callable, got {fn!r}$"):
+        publisher.consume(fn)
+    executor.run_all()
+    assert publisher.number_of_subscribers == 0
 
 
 # --- queries ---------------------------------------------------------------------------------

@@ -5,6 +5,8 @@ from __future__ import annotations
 import gc
 import itertools
 import logging
+import math
+import re
 import threading
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -15,10 +17,11 @@ from hypothesis import strategies as st
 
 from flowpy._demand import MAX_DEMAND
 from flowpy.executors import DaemonThreadPool
+from flowpy.flow import Publisher, Subscriber
 from flowpy.sources import IterablePublisher, RangePublisher, error, just
-from flowpy.subscribers import AsyncSubscriber, LambdaSubscriber, SyncSubscriber, collect, iterate
+from flowpy.subscribers import AsyncSubscriber, LambdaSubscriber, SyncSubscriber, collect, consume, iterate
 from tests.sources_helpers import WAIT, CancelSpy, SpyPublisher, rejecting
-from tests.support import ManualExecutor
+from tests.support import ManualExecutor, wait_until_waiting
 
 # --- SyncSubscriber ----------------------------------------------------------------
 
@@ -491,16 +494,57 @@ def test_iterate_break_from_infinite_source_leaves_no_running_task() -> None:
     [
         ({"prefetch": 0}, ValueError, r"^prefetch must be positive, got 0$"),
         ({"timeout": -1}, ValueError, r"^timeout must be >= 0 or None, got -1$"),
+        ({"timeout": math.nan}, ValueError, r"^timeout must be a number of seconds, got nan$"),
+        ({"timeout": "1"}, TypeError, r"^timeout must be a number of seconds or None, got '1'$"),
+        ({"timeout": True}, TypeError, r"^timeout must be a number of seconds or None, got True$"),
     ],
 )
 def test_iterate_invalid_arguments_raise(kwargs: dict[str, Any], kind: type, message: str) -> None:
+    # timeout=nan made every wait return at once, unanswered: a busy loop for ever
+    subscribed: list[Any] = []
+
+    class Spy(Publisher[int]):
+        def subscribe(self, subscriber: Subscriber[int]) -> None:
+            subscribed.append(subscriber)
+
     with pytest.raises(kind, match=message):
-        iterate(just(1), **kwargs)
+        iterate(Spy(), **kwargs)
+    assert subscribed == []  # refused before subscribing
 
 
-def test_iterate_none_publisher_raises() -> None:
-    with pytest.raises(TypeError, match=r"^publisher must not be None$"):
-        iterate(None)  # type: ignore[arg-type]
+@pytest.mark.parametrize("timeout", [math.inf, 1e300, 2**70], ids=["inf", "1e300", "2**70"])
+def test_iterate_with_a_timeout_beyond_what_the_platform_can_wait_waits(timeout: float) -> None:
+    spy = SpyPublisher()
+    iterator = iterate(spy, timeout=timeout)
+    taken: list[object] = []
+
+    def consume_one() -> None:
+        try:
+            taken.append(next(iterator))
+        except BaseException as exc:
+            taken.append(exc)
+
+    consumer = threading.Thread(target=consume_one)
+    consumer.start()
+    wait_until_waiting(consumer)  # for the item, with that timeout
+    assert spy.subscriber is not None
+    spy.subscriber.on_next(7)
+    consumer.join(WAIT)
+    assert not consumer.is_alive()
+    assert taken == [7]
+    iterator.close()
+
+
+@pytest.mark.parametrize("publisher", [None, 5, "abc"])
+def test_iterate_collect_and_consume_refuse_what_is_no_publisher_at_the_call(publisher: Any) -> None:
+    # collect(5), iterate(5) and consume(5, f) raised AttributeError: 'int' object has no attribute 'subscribe'
+    message = rf"^publisher must be a Publisher, got {re.escape(repr(publisher))}$"
+    with pytest.raises(TypeError, match=message):
+        iterate(publisher)
+    with pytest.raises(TypeError, match=message):
+        collect(publisher)
+    with pytest.raises(TypeError, match=message):
+        consume(publisher, print)
 
 
 def test_async_subscriber_direct_executor_handles_many_signals_without_nesting() -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 import threading
 from collections.abc import Callable
@@ -15,6 +16,7 @@ from flowpy.flowable import Flowable
 from flowpy.sources import RangePublisher
 from flowpy.testing import TestScheduler, TestSubscriber
 from tests.operators.conftest import StubSubscription
+from tests.support import wait_until_waiting
 
 ROOT = Path(__file__).resolve().parent.parent
 WAIT = 10.0
@@ -421,6 +423,39 @@ def test_await_count_fails_when_the_stream_ends_first_or_time_runs_out() -> None
     waiting = Flowable.range(0, 2).test(initial_request=1)
     with pytest.raises(AssertionError, match=r"^expected at least 2 values; none came within 0\.01 s \(values: \[0\]"):
         waiting.await_count(2, 0.01)
+
+
+@pytest.mark.parametrize("timeout", [math.inf, 1e300, 2**70], ids=["inf", "1e300", "2**70"])
+def test_await_done_and_await_count_take_a_timeout_beyond_what_the_platform_can_wait(timeout: float) -> None:
+    # refused as "not finite" where offer() and iterate() take it; by the rule that every timeout follows
+    subscriber: TestSubscriber[int] = TestSubscriber()
+    subscriber.on_subscribe(StubSubscription())
+    waiter = threading.Thread(target=lambda: subscriber.await_count(1, timeout).await_done(timeout))
+    waiter.start()
+    wait_until_waiting(waiter)
+    subscriber.on_next(1)
+    subscriber.on_complete()
+    waiter.join(WAIT)
+    assert not waiter.is_alive()
+    subscriber.assert_result(1)
+
+
+@pytest.mark.parametrize(
+    ("timeout", "error", "message"),
+    [
+        (math.nan, ValueError, r"^timeout must be a number of seconds, got nan$"),
+        (-1, ValueError, r"^timeout must be >= 0, got -1$"),
+        (None, TypeError, r"^timeout must be a number of seconds, got None$"),
+        ("1", TypeError, r"^timeout must be a number of seconds, got '1'$"),
+    ],
+)
+def test_await_done_and_await_count_refuse_a_bad_timeout(timeout: Any, error: type[Exception], message: str) -> None:
+    subscriber: TestSubscriber[int] = TestSubscriber()
+    subscriber.on_subscribe(StubSubscription())
+    with pytest.raises(error, match=message):
+        subscriber.await_done(timeout)
+    with pytest.raises(error, match=message):
+        subscriber.await_count(1, timeout)
 
 
 def test_initial_request_must_be_a_non_negative_int() -> None:

@@ -58,7 +58,7 @@ except ImportError as _error:
     raise missing_extra(__name__, "anyio", "anyio") from _error
 
 from flowpy import flow
-from flowpy._checks import require, require_positive_int, require_subscriber
+from flowpy._checks import require, require_positive_int, require_publisher, require_subscriber
 from flowpy._context import ConfinedContext
 from flowpy._demand import MAX_DEMAND, add_demand, check_request, replenish_limit
 from flowpy.flow import default_buffer_size
@@ -264,11 +264,11 @@ def to_receive_stream(
         prefetch: the most items requested ahead of the receiver.
 
     Raises:
-        TypeError: if an argument is ``None`` or ``prefetch`` is not an int.
+        TypeError: if ``publisher`` is not a publisher, ``task_group`` is ``None`` or ``prefetch`` is not an int.
         ValueError: if ``prefetch`` is not positive.
         anyio.NoEventLoopError: (a RuntimeError) if not called from async code on the loop's thread.
     """
-    require(publisher, "publisher")
+    require_publisher(publisher)
     streams: tuple[MemoryObjectSendStream[T], MemoryObjectReceiveStream[T]] = anyio.create_memory_object_stream(0)
     send_stream, receive_stream = streams
     try:

@@ -32,7 +32,7 @@ from collections.abc import AsyncGenerator, AsyncIterable, AsyncIterator, Awaita
 from typing import Generic, TypeVar
 
 from flowpy import flow
-from flowpy._checks import none_error, require, require_positive_int, require_subscriber
+from flowpy._checks import none_error, require_positive_int, require_publisher, require_subscriber
 from flowpy._demand import MAX_DEMAND, add_demand, check_request, replenish_limit
 from flowpy._signals import reraise_fatal, signal_subscribe, signal_terminal
 from flowpy.flow import default_buffer_size
@@ -225,10 +225,10 @@ def to_async_iterator(
         prefetch: the most items requested ahead of the consumer.
 
     Raises:
-        TypeError: if ``publisher`` is ``None`` or ``prefetch`` is not an int.
+        TypeError: if ``publisher`` is not a publisher or ``prefetch`` is not an int.
         ValueError: if ``prefetch`` is not positive.
     """
-    require(publisher, "publisher")
+    require_publisher(publisher)
     return PublisherAsyncIterator(publisher, require_positive_int(prefetch, "prefetch"))
 
 

@@ -35,7 +35,7 @@ except ImportError as _error:
     raise missing_extra(__name__, "reactivex", "rx") from _error
 
 from flowpy import flow
-from flowpy._checks import none_error, require, require_positive_int, require_subscriber
+from flowpy._checks import none_error, require, require_positive_int, require_publisher, require_subscriber
 from flowpy._demand import check_request, replenish_limit
 from flowpy._signals import reraise_fatal, signal_subscribe
 from flowpy.executors import DEFAULT, Default, Executor, resolve_execute
@@ -113,10 +113,10 @@ def to_observable(publisher: flow.Publisher[T], *, request_batch: int = 128) -> 
         request_batch: the most items requested ahead of the observer.
 
     Raises:
-        TypeError: if ``publisher`` is ``None`` or ``request_batch`` is not an int.
+        TypeError: if ``publisher`` is not a publisher or ``request_batch`` is not an int.
         ValueError: if ``request_batch`` is not positive.
     """
-    require(publisher, "publisher")
+    require_publisher(publisher)
     batch = require_positive_int(request_batch, "request_batch")
 
     def subscribe(observer: abc.ObserverBase[T], scheduler: abc.SchedulerBase | None = None) -> Disposable:

@@ -57,7 +57,7 @@ except ImportError as _error:
 
 from flowpy import flow
 from flowpy import reactivestreams as frs
-from flowpy._checks import none_error, require, require_subscriber
+from flowpy._checks import none_error, require, require_publisher, require_subscriber
 from flowpy._context import ConfinedContext
 from flowpy._demand import add_demand, check_request
 from flowpy._signals import reraise_fatal, signal_subscribe, signal_terminal
@@ -338,9 +338,9 @@ def to_rsocket_publisher(
             subscribes.
 
     Raises:
-        TypeError: if ``publisher`` is ``None`` or ``loop`` is not an event loop.
+        TypeError: if ``publisher`` is not a publisher or ``loop`` is not an event loop.
     """
-    require(publisher, "publisher")
+    require_publisher(publisher)
     if loop is not None and not isinstance(loop, asyncio.AbstractEventLoop):
         raise TypeError(f"loop must be an asyncio event loop, got {loop!r}")
     return _FlowpyPublisherAsRSocket(publisher, loop)
@@ -602,10 +602,10 @@ def from_rsocket_publisher(
         loop: rsocket's event loop; by default the one running here.
 
     Raises:
-        TypeError: if ``publisher`` is ``None`` or ``loop`` is not an event loop.
+        TypeError: if ``publisher`` is not a publisher or ``loop`` is not an event loop.
         RuntimeError: if no loop is given and none is running here.
     """
-    require(publisher, "publisher")
+    require_publisher(publisher)
     return _RSocketPublisherAsFlowpy(publisher, _resolve_loop(loop))
 
 

@@ -20,6 +20,7 @@ from typing import Any, TextIO
 
 from flowpy import flow
 from flowpy import reactivestreams as rs
+from flowpy._checks import check_timeout
 from flowpy.tck._base import Verification, verification_tests
 from flowpy.tck.environment import TestEnvironment
 from flowpy.tck.probes import WhiteboxSubscriberProbe
@@ -178,8 +179,10 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None, *, prog: 
         _check_factory(args.kind, factory, args.target)
         if failed is not None:
             _check_made(failed, (), args.failed, "Publisher", _EXPECTED["publisher"][1], " (--failed)")
-        if args.test_timeout < 0:
-            raise UsageError(f"--test-timeout must be >= 0, got {args.test_timeout:g}")
+        try:
+            check_timeout(args.test_timeout, "--test-timeout", none_allowed=False)
+        except ValueError as exc:  # negative or NaN
+            raise UsageError(str(exc)) from None
     except UsageError as exc:
         print(f"{prog}: error: {exc}", file=sys.stderr)
         return 2

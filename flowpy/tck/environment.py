@@ -33,6 +33,7 @@ import time
 from typing import NoReturn, TypeVar
 
 from flowpy import flow
+from flowpy._checks import check_timeout
 from flowpy.tck.manual_publisher import ManualPublisher
 from flowpy.tck.signals import (
     TEST_BUFFER_SIZE,
@@ -288,7 +289,7 @@ class TestEnvironment:
         """
         delay = self._no_signals_millis if delay_millis is None else delay_millis
         with self._errors_changed:
-            self._errors_changed.wait_for(lambda: bool(self._errors), delay / 1000)
+            self._errors_changed.wait_for(lambda: bool(self._errors), check_timeout(delay, "delay_millis", millis=True))
         self.verify_no_async_errors_no_delay()
 
     def expect_async_error(self, total_timeout_millis: int, poll_millis: int) -> BaseException | None:
@@ -297,13 +298,14 @@ class TestEnvironment:
         Returns ``None`` when none arrived. The wait is woken by every flop,
         and re-checks at least every ``poll_millis``.
         """
-        deadline = time.monotonic() + total_timeout_millis / 1000
+        deadline = time.monotonic() + check_timeout(total_timeout_millis, "total_timeout_millis", millis=True)
+        poll = max(check_timeout(poll_millis, "poll_millis", millis=True), 0.001)
         with self._errors_changed:
             while not self._errors:
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     return None
-                self._errors_changed.wait(min(remaining, max(poll_millis, 1) / 1000))
+                self._errors_changed.wait(min(remaining, poll))
             return self._errors.pop(0)[0]
 
     def debug(self, message: str) -> None:

@@ -19,6 +19,7 @@ from typing import Any
 
 from flowpy import adapters, flow
 from flowpy import reactivestreams as rs
+from flowpy._checks import check_timeout
 from flowpy.tck._base import Verification, rule_of, verification_tests
 from flowpy.tck.environment import TestEnvironment
 from flowpy.tck.identity_processor import IdentityProcessorVerification
@@ -90,7 +91,13 @@ def run_test(verification: type[Verification], name: str, *, timeout: float | No
 
     Returns:
         The :class:`Outcome`, as :func:`run_callable` classifies it.
+
+    Raises:
+        TypeError: if ``timeout`` is not a number or ``None``.
+        ValueError: if ``timeout`` is negative or NaN (one beyond
+            ``threading.TIMEOUT_MAX``, ``inf`` included, is no limit in practice).
     """
+    seconds = None if timeout is None else check_timeout(timeout)
     instance = verification()
 
     def body() -> None:
@@ -98,7 +105,7 @@ def run_test(verification: type[Verification], name: str, *, timeout: float | No
         getattr(instance, name)()
 
     started = monotonic()
-    if timeout is None:
+    if seconds is None:
         outcome = run_callable(name, body)
     else:
         ended: list[Outcome] = []
@@ -106,7 +113,7 @@ def run_test(verification: type[Verification], name: str, *, timeout: float | No
             target=lambda: ended.append(run_callable(name, body)), name=f"tck-{name}", daemon=True
         )
         runner.start()
-        runner.join(timeout)
+        runner.join(seconds)
         if ended:
             outcome = ended[0]
         else:
@@ -152,7 +159,12 @@ def run_verification(
         select: which tests to run, by method name.
         timeout: each test's limit, as for :func:`run_test`.
         on_outcome: called with each outcome as soon as its test ends.
+
+    Raises:
+        TypeError, ValueError: for a ``timeout`` that :func:`run_test` refuses, before any test runs.
     """
+    if timeout is not None:
+        check_timeout(timeout)
     setup = getattr(verification, "setup_class", None)
     if callable(setup):
         setup()

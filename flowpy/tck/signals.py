@@ -14,6 +14,8 @@ import threading
 import time
 from typing import Any, Generic, NoReturn, Protocol, TypeVar
 
+from flowpy._checks import check_timeout
+
 __all__ = ["TEST_BUFFER_SIZE", "Environment", "Latch", "Promise", "Receptacle", "SubscriberBufferOverflowError"]
 
 T = TypeVar("T")
@@ -90,7 +92,7 @@ class Latch:
     def expect_close(self, message: str, timeout_millis: int | None = None) -> None:
         """Wait for the latch to close; flop ``"<message> within N ms"`` if it does not."""
         timeout = self._env.default_timeout_millis if timeout_millis is None else timeout_millis
-        if not self._event.wait(timeout / 1000):
+        if not self._event.wait(check_timeout(timeout, "timeout_millis", millis=True)):
             self._env.flop(f"{message} within {timeout} ms")
 
 
@@ -148,7 +150,7 @@ class Promise(Generic[T]):
                 (an earlier one, such as a signal before ``on_subscribe``,
                 is the cause), as the Java TCK reports it.
         """
-        if not self._event.wait(timeout_millis / 1000):
+        if not self._event.wait(check_timeout(timeout_millis, "timeout_millis", millis=True)):
             self._env.flop_and_raise_first(f"{message} within {timeout_millis} ms")
 
 
@@ -210,7 +212,7 @@ class Receptacle(Generic[T]):
         Raises:
             AssertionError: on timeout or end of stream (also flopped).
         """
-        deadline = time.monotonic() + timeout_millis / 1000
+        deadline = time.monotonic() + check_timeout(timeout_millis, "timeout_millis", millis=True)
         result: list[T] = []
         while len(result) < elements:
             remaining_ms = max(0, round((deadline - time.monotonic()) * 1000))
@@ -268,7 +270,7 @@ class Receptacle(Generic[T]):
     def _poll(self, timeout_millis: int) -> Any:
         """Return the next value, the end marker, or ``_TIMEOUT`` if none came within the timeout."""
         try:
-            return self._queue.get(timeout=timeout_millis / 1000)
+            return self._queue.get(timeout=check_timeout(timeout_millis, "timeout_millis", millis=True))
         except queue.Empty:
             return _TIMEOUT  # the failure is raised by the caller, outside this handler: no chained Empty
 

@@ -486,6 +486,12 @@ def test_from_async_iterable_rejects_bad_arguments(call: Any, kind: type, messag
         call()
 
 
+@pytest.mark.parametrize("publisher", [None, 5])
+def test_to_async_iterator_refuses_what_is_no_publisher_at_the_call(publisher: Any) -> None:
+    with pytest.raises(TypeError, match=rf"^publisher must be a Publisher, got {publisher!r}$"):
+        to_async_iterator(publisher)
+
+
 async def _until(condition: Any, rounds: int = 10_000) -> None:
     """Let the running loop turn until ``condition()`` holds; fail after ``rounds`` turns."""
     for _ in range(rounds):

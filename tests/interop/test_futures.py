@@ -229,9 +229,11 @@ def test_consume_future_cancelled_before_on_subscribe_cancels_on_arrival() -> No
 @pytest.mark.parametrize(
     ("call", "message"),
     [
-        (lambda: consume(None, print), r"^publisher must not be None$"),  # type: ignore[arg-type]
+        (lambda: consume(None, print), r"^publisher must be a Publisher, got None$"),  # type: ignore[arg-type]
+        (lambda: consume(5, print), r"^publisher must be a Publisher, got 5$"),  # type: ignore[arg-type]
         (lambda: consume(ManualPublisher(), 3), r"^fn must be callable, got 3$"),  # type: ignore[arg-type]
-        (lambda: collect(None), r"^publisher must not be None$"),  # type: ignore[arg-type]
+        (lambda: collect(None), r"^publisher must be a Publisher, got None$"),  # type: ignore[arg-type]
+        (lambda: collect(5), r"^publisher must be a Publisher, got 5$"),  # type: ignore[arg-type]
     ],
 )
 def test_consume_and_collect_reject_bad_arguments(call: Any, message: str) -> None:

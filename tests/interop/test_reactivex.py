@@ -487,3 +487,9 @@ def test_observable_source_cancel_disposes_and_forwards_nothing_more() -> None:
     subject.on_next(2)
     assert recorder.items == [1]
     assert subject.observers == []
+
+
+@pytest.mark.parametrize("publisher", [None, 5])
+def test_to_observable_refuses_what_is_no_publisher_at_the_call(publisher: Any) -> None:
+    with pytest.raises(TypeError, match=rf"^publisher must be a Publisher, got {publisher!r}$"):
+        to_observable(publisher)

@@ -453,16 +453,18 @@ def test_to_rsocket_subscriber_cancel_reaches_rsocket() -> None:
 
 
 @pytest.mark.parametrize(
-    "make",
+    ("make", "message"),
     [
-        lambda: to_rsocket_publisher(None),  # type: ignore[arg-type]
-        lambda: from_rsocket_subscriber(None),
-        lambda: from_rsocket_publisher(None),
-        lambda: to_rsocket_subscriber(None),  # type: ignore[arg-type]
+        (lambda: to_rsocket_publisher(None), r"^publisher must be a Publisher, got None$"),  # type: ignore[arg-type]
+        (lambda: to_rsocket_publisher(5), r"^publisher must be a Publisher, got 5$"),  # type: ignore[arg-type]
+        (lambda: from_rsocket_subscriber(None), r" must not be None$"),
+        (lambda: from_rsocket_publisher(None), r"^publisher must be a Publisher, got None$"),
+        (lambda: from_rsocket_publisher(5), r"^publisher must be a Publisher, got 5$"),
+        (lambda: to_rsocket_subscriber(None), r" must not be None$"),  # type: ignore[arg-type]
     ],
 )
-def test_adapters_reject_none(make: Callable[[], Any]) -> None:
-    with pytest.raises(TypeError, match=r" must not be None$"):
+def test_adapters_reject_none_and_what_is_no_publisher(make: Callable[[], Any], message: str) -> None:
+    with pytest.raises(TypeError, match=message):
         make()
 
 

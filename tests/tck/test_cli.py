@@ -158,7 +158,11 @@ VALUE = 7
         ),
         (
             ["publisher", "tests.tck.reference:range_publisher", "--test-timeout", "-1"],
-            "--test-timeout must be >= 0, got -1",
+            "--test-timeout must be >= 0, got -1.0",
+        ),
+        (
+            ["publisher", "tests.tck.reference:range_publisher", "--test-timeout", "nan"],
+            "--test-timeout must be a number of seconds, got nan",
         ),
     ],
 )

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import math
 import threading
+from typing import Any
 
 import pytest
 
@@ -15,6 +17,7 @@ from flowpy.tck import (
     Receptacle,
     TestEnvironment,
 )
+from tests.support import wait_until_waiting
 
 
 def test_environment_defaults_are_the_java_tck_ones(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -110,6 +113,50 @@ def test_latch_expect_close_flops_with_timeout_in_message() -> None:
     env = TestEnvironment(20, 10)
     Latch(env).expect_close("Should have received on_subscribe")
     assert [str(e) for e in env.async_errors] == ["Should have received on_subscribe within 20 ms"]
+
+
+@pytest.mark.parametrize("millis", [10**13, 2**80], ids=["10**13", "2**80"])
+def test_a_timeout_longer_than_the_platform_can_wait_waits_for_the_signal(millis: int) -> None:
+    # millis / 1000 went to the wait as it was: OverflowError beyond threading.TIMEOUT_MAX
+    env = TestEnvironment(millis, 10)
+    latch = Latch(env)
+    receptacle: Receptacle[int] = Receptacle(env)
+    taken: list[object] = []
+
+    def wait_for_both() -> None:
+        try:
+            latch.expect_close("closed")
+            taken.append(receptacle.next(millis, "an element"))
+        except BaseException as exc:
+            taken.append(exc)
+
+    waiter = threading.Thread(target=wait_for_both)
+    waiter.start()
+    wait_until_waiting(waiter)  # for the latch
+    latch.close()
+    receptacle.add(7)
+    waiter.join(10)
+    assert not waiter.is_alive()
+    assert taken == [7]
+    assert env.async_errors == []
+
+
+@pytest.mark.parametrize(
+    ("millis", "error", "message"),
+    [
+        (math.nan, ValueError, r"^timeout_millis must be a number of milliseconds, got nan$"),
+        (-1, ValueError, r"^timeout_millis must be >= 0 or None, got -1$"),
+        ("5", TypeError, r"^timeout_millis must be a number of milliseconds or None, got '5'$"),
+    ],
+)
+def test_a_bad_timeout_millis_is_refused(millis: Any, error: type[Exception], message: str) -> None:
+    # NaN made the wait return at once: a flop "within nan ms" where no wait took place
+    env = TestEnvironment(20, 10)
+    with pytest.raises(error, match=message):
+        Latch(env).expect_close("closed", millis)
+    with pytest.raises(error, match=message):
+        Receptacle(env).next(millis, "an element")
+    assert env.async_errors == []
 
 
 def test_promise_completed_twice_flops() -> None:

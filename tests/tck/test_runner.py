@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import io
+import math
 import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from flowpy.tck.cli import main
-from flowpy.tck.runner import Status, run_verification, verification_for
+from flowpy.tck.runner import Status, run_test, run_verification, verification_for
 from tests.tck.reference import range_publisher
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -81,6 +83,32 @@ def test_main_selects_tests_by_substring() -> None:
 def test_run_verification_returns_outcome_per_test() -> None:
     outcomes = run_verification(verification_for("publisher", range_publisher), lambda name: "spec309" in name)
     assert [(o.rule, o.status) for o in outcomes] == [("3.9", Status.PASSED)] * 3
+
+
+@pytest.mark.parametrize(
+    ("timeout", "error", "message"),
+    [
+        (math.nan, ValueError, r"^timeout must be a number of seconds, got nan$"),
+        (-1, ValueError, r"^timeout must be >= 0 or None, got -1$"),
+        ("1", TypeError, r"^timeout must be a number of seconds or None, got '1'$"),
+    ],
+)
+def test_run_test_and_run_verification_refuse_a_bad_timeout_before_running(
+    timeout: Any, error: type[Exception], message: str
+) -> None:
+    # a NaN started the test's thread, then Thread.join raised
+    ran: list[str] = []
+
+    class Counting(verification_for("publisher", range_publisher)):  # type: ignore[misc]
+        def setup_method(self, method: Any) -> None:
+            ran.append(method.__name__)
+            super().setup_method(method)
+
+    with pytest.raises(error, match=message):
+        run_test(Counting, "test_required_spec309_request_zero_must_signal_illegal_argument_exception", timeout=timeout)
+    with pytest.raises(error, match=message):
+        run_verification(Counting, lambda name: "spec309" in name, timeout=timeout)
+    assert ran == []
 
 
 def test_verification_for_unknown_kind_raises() -> None:
