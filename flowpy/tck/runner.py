@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from enum import Enum
 from time import monotonic
-from typing import Any
+from typing import Any, TypeVar
 
 from flowpy import adapters, flow
 from flowpy import reactivestreams as rs
@@ -31,11 +31,13 @@ __all__ = [
     "KINDS",
     "Outcome",
     "Status",
+    "call_within",
     "format_header",
     "format_row",
     "format_summary",
     "format_table",
     "name_width",
+    "printable",
     "run_callable",
     "run_test",
     "run_verification",
@@ -80,14 +82,50 @@ class Outcome:
         return self.status is Status.PASSED
 
 
+T = TypeVar("T")
+
+
+def call_within(body: Callable[[], T], timeout: float | None, *, thread_name: str) -> tuple[T] | None:
+    """Call ``body``, bounded by ``timeout`` seconds.
+
+    With ``timeout=None`` the body runs on this thread. Otherwise it runs on
+    a daemon thread named ``thread_name``, and what it raises, any
+    :class:`BaseException` (``SystemExit`` and ``KeyboardInterrupt``
+    included), is re-raised here, so the body behaves as if called directly.
+
+    Returns:
+        ``(result,)``, or ``None`` if the body was still running after
+        ``timeout`` seconds: it is then left to finish on its own daemon
+        thread, as nothing can stop it from outside.
+    """
+    if timeout is None:
+        return (body(),)
+    # Written only by the worker thread, and read only once join() has returned.
+    result: list[T] = []
+    raised: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            result.append(body())
+        except BaseException as exc:  # handed to the calling thread, which re-raises it
+            raised.append(exc)
+
+    worker = threading.Thread(target=run, name=thread_name, daemon=True)
+    worker.start()
+    worker.join(timeout)
+    if raised:
+        raise raised[0]
+    return (result[0],) if result else None
+
+
 def run_test(verification: type[Verification], name: str, *, timeout: float | None = None) -> Outcome:
     """Run one test of ``verification`` on a fresh instance, as pytest would.
 
     Args:
         timeout: seconds the test may run; ``None`` for no limit. A test
             still running then is reported failed with a ``TimeoutError``
-            and left to finish on its own daemon thread, as nothing can stop
-            it from outside; what it still does may disturb later tests.
+            and left to finish on its own daemon thread (see
+            :func:`call_within`); what it still does may disturb later tests.
 
     Returns:
         The :class:`Outcome`, as :func:`run_callable` classifies it.
@@ -96,6 +134,8 @@ def run_test(verification: type[Verification], name: str, *, timeout: float | No
         TypeError: if ``timeout`` is not a number or ``None``.
         ValueError: if ``timeout`` is negative or NaN (one beyond
             ``threading.TIMEOUT_MAX``, ``inf`` included, is no limit in practice).
+        KeyboardInterrupt: raised by the test (on whichever thread ran it),
+            or a Ctrl-C while it ran: it ends the run, it is not an outcome.
     """
     seconds = None if timeout is None else check_timeout(timeout)
     instance = verification()
@@ -105,20 +145,12 @@ def run_test(verification: type[Verification], name: str, *, timeout: float | No
         getattr(instance, name)()
 
     started = monotonic()
-    if seconds is None:
-        outcome = run_callable(name, body)
+    done = call_within(lambda: run_callable(name, body), seconds, thread_name=f"tck-{name}")
+    if done is None:
+        message = f"the test did not end within {timeout:g} s; it was abandoned"
+        outcome = Outcome(rule_of(name), name, Status.FAILED, message, TimeoutError(message))
     else:
-        ended: list[Outcome] = []
-        runner = threading.Thread(
-            target=lambda: ended.append(run_callable(name, body)), name=f"tck-{name}", daemon=True
-        )
-        runner.start()
-        runner.join(seconds)
-        if ended:
-            outcome = ended[0]
-        else:
-            message = f"the test did not end within {timeout:g} s; it was abandoned"
-            outcome = Outcome(rule_of(name), name, Status.FAILED, message, TimeoutError(message))
+        (outcome,) = done
     return replace(outcome, seconds=monotonic() - started)
 
 
@@ -127,14 +159,20 @@ def run_callable(name: str, body: Callable[[], object]) -> Outcome:
 
     Returns:
         The :class:`Outcome`: skipped on :class:`~flowpy.tck.SkipTest` (any
-        :class:`unittest.SkipTest`), failed on any other :class:`Exception`,
-        else passed.
+        :class:`unittest.SkipTest`), failed on anything else it raises,
+        ``SystemExit`` and other :class:`BaseException` s included (code
+        under test that exits fails its test, as in pytest), else passed.
+
+    Raises:
+        KeyboardInterrupt: re-raised, so that Ctrl-C stops a run.
     """
     try:
         body()
     except unittest.SkipTest as exc:  # the TCK's SkipTest, or one raised by the code under test
         return Outcome(rule_of(name), name, Status.SKIPPED, str(exc), exc)
-    except Exception as exc:  # a failing test, whatever it raised
+    except KeyboardInterrupt:
+        raise
+    except BaseException as exc:  # a failing test, whatever it raised
         message = str(exc) if isinstance(exc, AssertionError) and str(exc) else _describe(exc)
         return Outcome(rule_of(name), name, Status.FAILED, message, exc)
     return Outcome(rule_of(name), name, Status.PASSED, "")
@@ -143,7 +181,8 @@ def run_callable(name: str, body: Callable[[], object]) -> Outcome:
 def _describe(exc: BaseException) -> str:
     last = traceback.extract_tb(exc.__traceback__)[-1:] if exc.__traceback__ else []
     where = f" (at {last[0].filename}:{last[0].lineno})" if last else ""
-    return f"{type(exc).__name__}: {exc}{where}"
+    text = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+    return f"{text}{where}"
 
 
 def run_verification(
@@ -267,13 +306,26 @@ def format_header(width: int) -> str:
     return f"{'rule':<5} {'test':<{width}} {'outcome':<8} message"
 
 
+def printable(text: str) -> str:
+    """``text`` with each unprintable character but tab, newline and carriage return as its Python escape.
+
+    A NUL, an ANSI escape or a BEL becomes ``\\x00``, ``\\x1b`` or ``\\x07``, a
+    lone surrogate ``\\ud800``: what remains is valid in XML 1.0, encodable in
+    UTF-8, and does nothing to a terminal (see :meth:`str.isprintable`).
+    """
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() or c in "\t\n\r" else c.encode("unicode_escape").decode("ascii") for c in text)
+
+
 def format_row(outcome: Outcome, width: int, *, full: bool = False) -> str:
     """One table row: rule, test, outcome, message; cut to fit unless ``full``.
 
-    With ``full``, a failure's traceback follows on indented lines.
+    With ``full``, a failure's traceback follows on indented lines. Unprintable
+    characters are shown escaped (:func:`printable`).
     """
-    name = outcome.test.removeprefix("test_")
-    message = " ".join(outcome.message.split())
+    name = printable(outcome.test.removeprefix("test_"))
+    message = printable(" ".join(outcome.message.split()))
     if not full:
         if len(name) > width:
             name = name[: width - 1] + "…"
@@ -281,7 +333,7 @@ def format_row(outcome: Outcome, width: int, *, full: bool = False) -> str:
             message = message[: _MESSAGE_WIDTH - 1] + "…"
     row = f"{outcome.rule:<5} {name:<{width}} {outcome.status.value:<8} {message}".rstrip()
     if full and outcome.status is Status.FAILED and outcome.exception is not None:
-        trace = "".join(traceback.format_exception(outcome.exception)).rstrip()
+        trace = printable("".join(traceback.format_exception(outcome.exception))).rstrip()
         row += "".join(f"\n      {line}" for line in trace.splitlines())
     return row
 

@@ -938,3 +938,54 @@ hanging_release = threading.Event()
 
 def hanging_publisher(elements: int) -> flow.Publisher[int]:
     return _Hanging(hanging_release)
+
+
+# --- Factories and publishers that misbehave outside the rules: for the command line --------
+
+
+def hanging_factory(*args: object) -> flow.Publisher[int]:
+    """Does not return until :data:`hanging_release` is set: the up-front check can only end by a timeout."""
+    hanging_release.wait()
+    return RangePublisher(0, 1)
+
+
+def exiting_factory(*args: object) -> flow.Publisher[int]:
+    """Raises ``SystemExit(0)``, as a factory calling ``sys.exit()`` would."""
+    raise SystemExit(0)
+
+
+class _RaisingOnSubscribe(flow.Publisher[int]):
+    def __init__(self, raised: Callable[[], BaseException]) -> None:
+        self.raised = raised
+
+    def subscribe(self, subscriber: flow.Subscriber[int]) -> None:
+        raise self.raised()
+
+
+def exiting_publisher(elements: int) -> flow.Publisher[int]:
+    """``subscribe`` raises ``SystemExit(0)``: every test of it ends that way."""
+    return _RaisingOnSubscribe(lambda: SystemExit(0))
+
+
+def exiting_with_message_publisher(elements: int) -> flow.Publisher[int]:
+    """``subscribe`` raises ``SystemExit("stopped")`` (exit status 1)."""
+    return _RaisingOnSubscribe(lambda: SystemExit("stopped"))
+
+
+UNPRINTABLE = "NUL \x00 ESC \x1b[31m BEL \x07 surrogate \ud800 noncharacter \ufffe end"
+"""Characters that XML 1.0 does not allow, that UTF-8 cannot encode, or that act on a terminal."""
+
+
+def unprintable_publisher(elements: int) -> flow.Publisher[int]:
+    """``subscribe`` raises ``ValueError(UNPRINTABLE)``."""
+    return _RaisingOnSubscribe(lambda: ValueError(UNPRINTABLE))
+
+
+_interrupting_calls = itertools.count(1)
+
+
+def interrupting_factory(elements: int) -> flow.Publisher[int]:
+    """A range publisher from the first two calls (the up-front check, the first test), then ``KeyboardInterrupt``."""
+    if next(_interrupting_calls) > 2:
+        raise KeyboardInterrupt
+    return RangePublisher(0, elements)

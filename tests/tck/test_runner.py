@@ -7,13 +7,15 @@ import math
 import os
 import subprocess
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from flowpy.tck.cli import main
-from flowpy.tck.runner import Status, run_test, run_verification, verification_for
+from flowpy.tck.runner import Status, call_within, run_test, run_verification, verification_for
+from tests.tck import broken
 from tests.tck.reference import range_publisher
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -154,3 +156,46 @@ def test_main_runs_every_kind(kind: str, target: str, summary: str) -> None:
     out = io.StringIO()
     status = main([kind, target, "--timeout", "1000", "--no-signals-timeout", "20"], out)
     assert (status, out.getvalue().splitlines()[-1]) == (0, summary)
+
+
+SPEC309 = "test_required_spec309_request_zero_must_signal_illegal_argument_exception"
+
+
+def test_call_within_returns_the_result_from_its_own_thread() -> None:
+    assert call_within(lambda: threading.current_thread().name, 5, thread_name="worker") == ("worker",)
+    assert call_within(lambda: threading.current_thread().name, None, thread_name="worker") == ("MainThread",)
+
+
+@pytest.mark.parametrize("raised", [SystemExit(0), KeyboardInterrupt(), ValueError("boom")])
+def test_call_within_re_raises_what_the_body_raised_on_the_calling_thread(raised: BaseException) -> None:
+    def body() -> None:
+        raise raised
+
+    with pytest.raises(type(raised)) as caught:
+        call_within(body, 5, thread_name="worker")
+    assert caught.value is raised
+
+
+def test_call_within_abandons_a_body_still_running_at_the_timeout() -> None:
+    release = threading.Event()
+    try:
+        assert call_within(release.wait, 0.05, thread_name="worker") is None
+    finally:
+        release.set()
+
+
+@pytest.mark.parametrize("timeout", [5.0, None])
+def test_a_test_raising_system_exit_is_a_failure_with_what_it_raised(timeout: float | None) -> None:
+    outcome = run_test(verification_for("publisher", broken.exiting_publisher), SPEC309, timeout=timeout)
+    assert (outcome.status, type(outcome.exception)) == (Status.FAILED, SystemExit)
+    assert outcome.message.startswith("SystemExit: 0 (at ")
+
+
+def interrupting_publisher(elements: int) -> Any:
+    raise KeyboardInterrupt
+
+
+@pytest.mark.parametrize("timeout", [5.0, None])
+def test_a_test_raising_keyboard_interrupt_ends_the_run(timeout: float | None) -> None:
+    with pytest.raises(KeyboardInterrupt):
+        run_test(verification_for("publisher", interrupting_publisher), SPEC309, timeout=timeout)
