@@ -42,17 +42,16 @@ class FutureSubscriber(Subscriber[T], Generic[T, R]):
         future.add_done_callback(self._on_future_done)
 
     def _on_future_done(self, future: Future[R]) -> None:
-        subscription = self._upstream.current
-        if future.cancelled() and subscription is not None:
-            subscription.cancel()
+        # Through the slot: a subscription arriving from now on is refused (rule 2.5).
+        if future.cancelled():
+            self._upstream.cancel()
+        else:
+            self._upstream.detach()  # settled by the stream's end or by fn, which cancelled it
 
     def on_subscribe(self, subscription: Subscription) -> None:
-        # rule 2.5; a future already cancelled or failed refuses it too
-        if not self._upstream.accept(subscription, is_open=not self._future.done()):
-            return
-        subscription.request(MAX_DEMAND)
-        if self._future.cancelled():  # cancelled while subscribing
-            subscription.cancel()
+        # rule 2.5; refused once the future is done (the future's callback ended the slot)
+        if self._upstream.accept(subscription):
+            subscription.request(MAX_DEMAND)
 
     def on_next(self, item: T) -> None:
         if item is None:

@@ -295,7 +295,7 @@ class MulticastProcessor(Processor[T, T]):
         Raises:
             TypeError: if ``subscription`` is ``None`` (rule 2.13).
         """
-        if self._upstream.accept(subscription, is_open=not self._terminated):
+        if self._upstream.accept(subscription):  # refused once ended: every end goes through the slot
             call_subscription(subscription, self._prefetch)
 
     def on_next(self, item: T) -> None:
@@ -484,7 +484,9 @@ class TransformProcessor(SubmissionPublisher[R], Processor[T, R], Generic[T, R])
     (rule 4.2). If ``fn`` raises or returns ``None``, the upstream is
     cancelled and subscribers receive ``on_error`` with that exception. When
     the last subscriber leaves (cancels, or fails) while the processor is
-    connected, it cancels the upstream and closes.
+    connected, it cancels the upstream and closes. Closing it (``close()``,
+    ``close_exceptionally()``) cancels the upstream, now or as soon as it
+    arrives.
 
     Example:
         >>> from flowpy.sources import RangePublisher
@@ -537,7 +539,7 @@ class TransformProcessor(SubmissionPublisher[R], Processor[T, R], Generic[T, R])
         Raises:
             TypeError: if ``subscription`` is ``None`` (rule 2.13).
         """
-        if self._upstream.accept(subscription, is_open=not self.is_closed):
+        if self._upstream.accept(subscription):  # refused once closed: close() cancels the slot
             self._start()
 
     def _start(self) -> None:
@@ -602,6 +604,20 @@ class TransformProcessor(SubmissionPublisher[R], Processor[T, R], Generic[T, R])
     def _fail(self, error: BaseException) -> None:
         self._upstream.cancel()
         self.close_exceptionally(error)
+
+    def close(self) -> None:
+        """:meth:`SubmissionPublisher.close`; the upstream is cancelled too, now or as soon as it arrives."""
+        super().close()
+        self._upstream.cancel()  # after a terminal it was detached: nothing left to cancel (rule 2.4)
+
+    def close_exceptionally(self, error: BaseException) -> None:
+        """:meth:`SubmissionPublisher.close_exceptionally`; the upstream is cancelled too, now or as soon as it arrives.
+
+        Raises:
+            TypeError: if ``error`` is ``None`` or not an exception.
+        """
+        super().close_exceptionally(error)
+        self._upstream.cancel()
 
     # --- Publisher side: reference counting ------------------------------------
 

@@ -392,7 +392,7 @@ class LambdaSubscriber(Subscriber[T_contra]):
         Raises:
             TypeError: if ``subscription`` is ``None`` (rule 2.13).
         """
-        if self._upstream.accept(subscription, is_open=not self._done):
+        if self._upstream.accept(subscription):  # refused once done: _end() and _fail() end the slot
             call_subscription(subscription, self._prefetch)
 
     def on_next(self, item: T_contra) -> None:
@@ -419,13 +419,14 @@ class LambdaSubscriber(Subscriber[T_contra]):
             call_subscription(subscription, self._limit)
 
     def _end(self) -> None:
-        """Ignore all later signals (rule 2.8)."""
+        """Ignore all later signals (rule 2.8) and refuse any later subscription (rule 2.5)."""
         self._done = True
         self._deliver = _ignore
+        self._upstream.detach()
 
     def _fail(self, exc: BaseException) -> None:
-        self._end()
         subscription = self._subscription
+        self._end()
         if subscription is not None:
             call_subscription(subscription, None)
         self._signal_error(exc)

@@ -12,6 +12,7 @@ import traceback
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from flowpy._core.upstream import UpstreamSlot
 from flowpy.flow import Subscriber, Subscription
 
 
@@ -53,6 +54,26 @@ class RejectingExecutor:
             raise self.error
         self.accept -= 1
         self.inner.execute(task)
+
+
+class GatedSlot(UpstreamSlot):
+    """An :class:`UpstreamSlot` that runs ``before`` once, as its first ``accept`` is entered.
+
+    Installed in place of an owner's slot, it puts an action (a cancel, a
+    terminal signal, a close) exactly between whatever the owner did before
+    calling ``accept`` and the slot's decision: the narrowest window a
+    racing thread could hit, made deterministic.
+    """
+
+    def __init__(self, before: Callable[[], object]) -> None:
+        super().__init__()
+        self._before: Callable[[], object] | None = before
+
+    def accept(self, subscription: Subscription) -> bool:
+        before, self._before = self._before, None
+        if before is not None:
+            before()
+        return super().accept(subscription)
 
 
 class Recorder(Subscriber[Any]):

@@ -18,7 +18,9 @@ from flowpy.processors import MulticastProcessor, TransformProcessor
 from flowpy.sources import IterablePublisher, RangePublisher
 from flowpy.submission import SubmissionPublisher
 from flowpy.subscribers import LambdaSubscriber, collect, iterate
+from tests.operators.conftest import StubSubscription
 from tests.sources_helpers import WAIT, SpyPublisher, SyncRecorder, make_recorder, wait_done
+from tests.support import GatedSlot, Recorder
 
 # --- MulticastProcessor: lock step and prefetch ---------------------------------------
 
@@ -598,3 +600,35 @@ def test_transform_subscriber_keyboard_interrupt_from_an_inline_delivery_ends_th
         feed(upstream, -1)  # submit delivers inline: the interrupt comes out of it
     assert upstream.cancelled.is_set()
     assert isinstance(other.error, KeyboardInterrupt) and isinstance(failing.error, KeyboardInterrupt)
+
+
+# --- An upstream subscription racing the processor's end (rule 2.5) ---------------------
+
+
+def test_multicast_upstream_arriving_as_the_processor_terminates_is_cancelled() -> None:
+    processor: MulticastProcessor[int] = MulticastProcessor(prefetch=4)
+    recorder = Recorder()
+    processor.subscribe(recorder)
+    processor._upstream = GatedSlot(processor.on_complete)  # the processor ends in on_subscribe's window
+    subscription = StubSubscription()
+    processor.on_subscribe(subscription)
+    assert recorder.completed
+    assert subscription.cancels == 1  # not kept and asked for items by a terminated processor
+    assert subscription.requests == []
+
+
+def test_transform_upstream_arriving_as_the_processor_is_closed_is_cancelled() -> None:
+    processor: TransformProcessor[int, int] = TransformProcessor(lambda n: n, executor=direct_executor)
+    processor._upstream = GatedSlot(processor.close)  # closed by its owner in on_subscribe's window
+    subscription = StubSubscription()
+    processor.on_subscribe(subscription)
+    assert subscription.cancels == 1  # not left neither requested nor cancelled
+    assert subscription.requests == []
+
+
+def test_transform_close_cancels_the_upstream_at_once() -> None:
+    processor: TransformProcessor[int, int] = TransformProcessor(lambda n: n, executor=direct_executor)
+    subscription = StubSubscription()
+    processor.on_subscribe(subscription)
+    processor.close()  # no subscriber: no item will ever be asked for, so none would find it closed
+    assert subscription.cancels == 1

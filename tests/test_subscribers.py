@@ -9,19 +9,22 @@ import math
 import re
 import threading
 from collections.abc import Callable, Iterator
+from concurrent.futures import Future
 from typing import Any
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from flowpy._consumer import FutureSubscriber, no_result
 from flowpy._demand import MAX_DEMAND
 from flowpy.executors import DaemonThreadPool
 from flowpy.flow import Publisher, Subscriber
 from flowpy.sources import IterablePublisher, RangePublisher, error, just
 from flowpy.subscribers import AsyncSubscriber, LambdaSubscriber, SyncSubscriber, collect, consume, iterate
+from tests.operators.conftest import StubSubscription
 from tests.sources_helpers import WAIT, CancelSpy, SpyPublisher, rejecting
-from tests.support import ManualExecutor, wait_until_waiting
+from tests.support import GatedSlot, ManualExecutor, wait_until_waiting
 
 # --- SyncSubscriber ----------------------------------------------------------------
 
@@ -600,3 +603,37 @@ def test_lambda_subscriber_ignores_items_after_its_terminal_signal() -> None:
     for value in range(8):
         spy.subscriber.on_next(value)  # type: ignore[union-attr]
     assert seen == [] and spy.requests == [4]
+
+
+# --- A subscription racing the subscriber's end (rule 2.5) -------------------------------
+
+
+def test_lambda_subscriber_subscription_arriving_as_it_completes_is_cancelled() -> None:
+    subscriber: LambdaSubscriber[int] = LambdaSubscriber(lambda _: None)
+    subscriber._upstream = GatedSlot(subscriber.on_complete)  # it ends in on_subscribe's window
+    subscription = StubSubscription()
+    subscriber.on_subscribe(subscription)
+    assert subscriber.is_done
+    assert subscription.cancels == 1  # not kept and asked for items by a finished subscriber
+    assert subscription.requests == []
+
+
+def test_consume_subscription_arriving_as_the_future_is_cancelled_is_cancelled_unasked() -> None:
+    future: Future[None] = Future()
+    subscriber: FutureSubscriber[int, None] = FutureSubscriber(lambda _: None, future, no_result)
+    subscriber._upstream = GatedSlot(future.cancel)  # cancelled by its owner in on_subscribe's window
+    subscription = StubSubscription()
+    subscriber.on_subscribe(subscription)
+    assert subscription.cancels == 1
+    assert subscription.requests == []  # a cancelled consumer asks for nothing
+
+
+def test_consume_subscription_arriving_as_the_future_fails_is_cancelled() -> None:
+    future: Future[None] = Future()
+    subscriber: FutureSubscriber[int, None] = FutureSubscriber(lambda _: None, future, no_result)
+    subscriber._upstream = GatedSlot(lambda: subscriber.on_error(RuntimeError("ended")))
+    subscription = StubSubscription()
+    subscriber.on_subscribe(subscription)
+    assert isinstance(future.exception(), RuntimeError)
+    assert subscription.cancels == 1  # not kept and asked for items by a settled consumer
+    assert subscription.requests == []

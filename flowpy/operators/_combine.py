@@ -61,7 +61,7 @@ class _Source(Subscriber[Any]):
         Raises:
             TypeError: if ``subscription`` is ``None`` (rule 2.13).
         """
-        if self._slot.accept(subscription, is_open=not self.parent.cancelled):
+        if self._slot.accept(subscription):  # refused once the parent cancelled: it cancels every source's slot
             subscription.request(self.prefetch)
 
     def on_next(self, item: Any) -> None:

@@ -153,10 +153,19 @@ class _Coordinator(DemandDrain, Generic[T]):
         publisher.subscribe(self.inner("inner publisher"))
 
     def inner(self, name: str) -> QueueSubscriber:
-        """A new inner, not yet subscribed to anything; ``name`` is what its overflow error calls its source."""
+        """A new inner, not yet subscribed to anything; ``name`` is what its overflow error calls its source.
+
+        Once this coordinator was cancelled, the inner is stopped instead of
+        added: its subscription is cancelled as it arrives (the drain's
+        :meth:`_cancel_all` has taken, or will take, every inner added before).
+        """
         inner = _Inner(self, self.prefetch, name)
         with self._lock:
-            self._inners[inner] = None
+            late = self.cancelled  # set before _cancel_all takes this lock
+            if not late:
+                self._inners[inner] = None
+        if late:
+            inner.stop()
         return inner
 
     def schedule(self, inner: _Inner) -> None:

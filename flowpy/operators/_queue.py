@@ -35,7 +35,7 @@ class QueueParent(Protocol):
 
     @property
     def cancelled(self) -> bool:
-        """Whether the drain is over: a subscription that arrives now is cancelled."""
+        """Whether the drain is over: nothing more is requested (it cancels its subscribers through their slots)."""
 
     @property
     def draining(self) -> bool:
@@ -84,12 +84,17 @@ class QueueSubscriber(Subscriber[Any]):
         self._consumed = 0  # drain only: taken since the last request
 
     def attach(self, subscription: Subscription) -> bool:
-        """Keep ``subscription`` unless one is already kept or the parent is over (then cancel it).
+        """Keep ``subscription`` unless one is already kept or this subscriber was cancelled (then cancel it).
+
+        The parent ends this subscriber only through its slot (:meth:`stop`,
+        :meth:`cancel`), and one it creates after it was cancelled is stopped
+        at once; so a subscription arriving as the parent cancels is either
+        kept before and cancelled by it, or refused.
 
         Raises:
             TypeError: if ``subscription`` is ``None`` (rule 2.13).
         """
-        return self._slot.accept(subscription, is_open=not self.parent.cancelled)
+        return self._slot.accept(subscription)
 
     @property
     def subscription(self) -> Subscription | None:
@@ -197,8 +202,7 @@ class QueueSubscriber(Subscriber[Any]):
         """
         self.parent.fail(error)  # before done: see on_error
         self.done = True
-        if self.subscription is not None:
-            self.subscription.cancel()
+        self._slot.cancel()
 
     def overflow_message(self) -> str:
         """What :class:`~flowpy.errors.MissingBackpressureError` says on overflow."""
@@ -213,11 +217,9 @@ class QueueSubscriber(Subscriber[Any]):
         self._slot.cancel()
 
     def cancel(self) -> None:
-        """Cancel the upstream and drop the queue; called by the drain, the only reader of the queue."""
+        """Cancel the upstream, now or as soon as it arrives, and drop the queue; drain only (it reads the queue)."""
         self.done = True
-        subscription = self.subscription
-        if subscription is not None:
-            subscription.cancel()
+        self._slot.cancel()
         self.queue.clear()
 
 

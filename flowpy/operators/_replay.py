@@ -249,7 +249,7 @@ class ReplayProcessor(Processor[T, T]):
         Raises:
             TypeError: if ``subscription`` is ``None`` (rule 2.13).
         """
-        if self._upstream.accept(subscription, is_open=not self._aborted):
+        if self._upstream.accept(subscription):  # refused once ended: _end() and _abort() end the slot
             self._signal()
 
     def on_next(self, item: T) -> None:

@@ -93,7 +93,12 @@ class _Switch(DemandDrain, Generic[T]):
             return
         inner = _Inner(self, self._prefetch, "switch_map inner publisher")
         with self._lock:
-            replaced, self._inner = self._inner, inner
+            late = self.cancelled  # set before _cancel_upstream takes this lock
+            replaced = None
+            if not late:
+                replaced, self._inner = self._inner, inner
+        if late:
+            inner.stop()  # its subscription is cancelled as it arrives
         if replaced is not None:
             replaced.stop()
         publisher.subscribe(inner)

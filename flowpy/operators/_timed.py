@@ -220,7 +220,7 @@ class TimedStage(Emitter[T], Subscriber[Any]):
         Raises:
             TypeError: if ``subscription`` is ``None`` (rule 2.13).
         """
-        if not self.upstream.accept(subscription, is_open=not self.cancelled):
+        if not self.upstream.accept(subscription):  # refused once cancelled: _cancel_upstream() ends the slot
             return
         if not signal_subscribe(self.downstream, self):
             return  # it cancelled this stage, whose drain cancelled the upstream

@@ -83,8 +83,10 @@ class BatchingSubscriber(Subscriber[Item]):
         Raises:
             TypeError: if ``subscription`` is ``None`` (rule 2.13).
         """
-        if not self._slot.accept(subscription, is_open=not self._stopped):
+        if not self._slot.accept(subscription):
             return
+        # Kept before _stopped is read under the lock under which _stop() sets it
+        # and reads the kept subscription: one of the two sees the other.
         with self._lock:
             stopped = self._stopped
         if stopped:  # stopped while it arrived: _stop() may have found no upstream to return

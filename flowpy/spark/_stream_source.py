@@ -96,8 +96,8 @@ class _SourceStream(Subscriber[Any]):
     # -- Subscriber -------------------------------------------------------------------
 
     def on_subscribe(self, subscription: Subscription) -> None:
-        # A racy read of _ended: a stream closed meanwhile cancels the subscription in its request pass.
-        if self._slot.accept(subscription, is_open=not self._ended):
+        # Refused once closed: close() has the request pass cancel the slot.
+        if self._slot.accept(subscription):
             self._demand.signal()
 
     def on_next(self, item: Any) -> None:

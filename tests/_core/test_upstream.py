@@ -50,11 +50,12 @@ def test_upstream_slot_cancel_after_set_cancels_once_and_forgets_it() -> None:
     assert subscription.cancels == 1 and slot.current is None and slot.cancelled
 
 
-def test_upstream_slot_closed_owner_refuses_even_the_first() -> None:
+def test_upstream_slot_detached_before_any_subscription_refuses_even_the_first() -> None:
     slot = UpstreamSlot()
+    assert slot.detach() is None  # the owner ended before its subscription came
     subscription = _Subscription()
-    assert not slot.accept(subscription, is_open=False)
-    assert subscription.cancels == 1 and not slot.connected
+    assert not slot.accept(subscription)
+    assert subscription.cancels == 1 and not slot.connected and slot.closed and not slot.cancelled
 
 
 def test_upstream_slot_detach_forgets_without_cancelling_and_refuses_later_ones() -> None:

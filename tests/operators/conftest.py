@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from flowpy.flow import Publisher, Subscriber, Subscription
 from flowpy.operators._merge import _Coordinator
-from tests.support import Recorder
+from tests.support import GatedSlot, Recorder
 
 WAIT = 10.0  # seconds; only ever reached when a test is about to fail
 
@@ -50,6 +50,38 @@ class StubSubscription(Subscription):
 
     def cancel(self) -> None:
         self.cancels += 1
+
+
+class GatedPublisher(Publisher[Any]):
+    """Hands its subscriber a :class:`StubSubscription`: in ``subscribe``, or later with ``hold``.
+
+    With ``before``, the subscriber's slot (its attribute ``slot``) is first
+    replaced by a :class:`GatedSlot` that runs ``before(subscriber)`` between
+    the subscriber's own checks and its slot's decision.
+    """
+
+    def __init__(
+        self, before: Callable[[Any], object] | None = None, slot: str = "_slot", *, hold: bool = False
+    ) -> None:
+        self.before = before
+        self.slot = slot
+        self.hold = hold  # on_subscribe waits for arrive(), as from a publisher on another thread
+        self.subscriber: Subscriber[Any] | None = None
+        self.subscription = StubSubscription()
+
+    def subscribe(self, subscriber: Subscriber[Any]) -> None:
+        self.subscriber = subscriber
+        if not self.hold:
+            self.arrive()
+
+    def arrive(self) -> None:
+        """Signal ``on_subscribe`` to the subscriber, through the gate if there is one."""
+        subscriber = self.subscriber
+        assert subscriber is not None
+        before = self.before
+        if before is not None:
+            setattr(subscriber, self.slot, GatedSlot(lambda: before(subscriber)))
+        subscriber.on_subscribe(self.subscription)
 
 
 class _Tap(Subscriber[Any]):

@@ -14,7 +14,8 @@ from flowpy.flowable import Flowable
 from flowpy.sources import RangePublisher, empty, error, just
 from flowpy.submission import SubmissionPublisher
 from flowpy.testing import TestSubscriber
-from tests.operators.conftest import Spy
+from tests.operators.conftest import GatedPublisher, Spy
+from tests.support import Recorder
 
 WAIT = 10.0
 
@@ -189,3 +190,11 @@ def test_with_latest_from_other_error_while_an_item_is_delivered_waits_for_it() 
     release.set()
     delivering.join(WAIT)
     subscriber.assert_failure(failure, (1, "a"))
+
+
+def test_combine_latest_source_subscription_arriving_as_the_downstream_cancels_is_cancelled() -> None:
+    recorder = Recorder()
+    first = GatedPublisher(lambda _: recorder.cancel())  # the sweep runs in the source's window
+    operators.combine_latest(first, GatedPublisher()).subscribe(recorder)
+    assert first.subscription.cancels == 1
+    assert first.subscription.requests == []

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -11,7 +12,15 @@ from hypothesis import strategies as st
 from flowpy import operators
 from flowpy.flow import Publisher
 from flowpy.sources import RangePublisher, just
-from tests.operators.conftest import WAIT, Spy, StubSubscription, before_each_failure, drive, patterns
+from tests.operators.conftest import (
+    WAIT,
+    GatedPublisher,
+    Spy,
+    StubSubscription,
+    before_each_failure,
+    drive,
+    patterns,
+)
 from tests.sources_helpers import SpyPublisher
 from tests.support import Recorder
 
@@ -171,3 +180,31 @@ def test_flat_map_raising_cancel_of_a_second_source_subscription_is_reported(cap
         source.subscriber.on_subscribe(second)  # rules 2.5, 3.15: the publisher is not thrown at
     assert second.cancels == 1
     assert any("cancel failed" in repr(record.exc_info) for record in caplog.records)
+
+
+def test_flat_map_inner_subscription_arriving_as_the_downstream_cancels_is_cancelled() -> None:
+    recorder = Recorder()
+    inner = GatedPublisher(lambda _: recorder.cancel())  # the coordinator's sweep runs in the inner's window
+    source = SpyPublisher()
+    operators.flat_map(source, lambda _: inner).subscribe(recorder)
+    assert source.subscriber is not None
+    source.subscriber.on_next(1)
+    assert source.cancelled.is_set()
+    assert inner.subscription.cancels == 1  # not left neither requested nor cancelled
+    assert inner.subscription.requests == []
+
+
+def test_flat_map_inner_added_after_the_downstream_cancelled_is_cancelled_on_arrival() -> None:
+    recorder = Recorder()
+    inner = GatedPublisher()
+
+    def cancel_then_map(_: object) -> Publisher[Any]:
+        recorder.cancel()  # the coordinator's sweep is over before this inner exists
+        return inner
+
+    source = SpyPublisher()
+    operators.flat_map(source, cancel_then_map).subscribe(recorder)
+    assert source.subscriber is not None
+    source.subscriber.on_next(1)
+    assert inner.subscription.cancels == 1
+    assert inner.subscription.requests == []

@@ -22,7 +22,7 @@ from flowpy.sources import RangePublisher, just
 from flowpy.submission import SubmissionPublisher
 from flowpy.testing import TestSubscriber
 from tests.context_helpers import REQUEST_ID, ContextRecorder, in_context, in_fresh_thread
-from tests.operators.conftest import Spy, StubSubscription
+from tests.operators.conftest import GatedPublisher, Spy, StubSubscription
 
 WAIT = 10.0
 MAX = 2**63 - 1
@@ -399,3 +399,14 @@ def test_replay_signals_run_in_the_context_of_each_subscriber(pool: DaemonThread
     assert first.values() == {"request-1"}
     assert second.values() == {"request-2"}
     assert second.items == list(range(10))
+
+
+def test_replay_upstream_arriving_as_the_processor_ends_is_cancelled() -> None:
+    source = GatedPublisher(lambda processor: processor.on_complete(), slot="_upstream")  # ends in the window
+    replayed = operators.replay(source)
+    subscriber: TestSubscriber[int] = TestSubscriber()
+    replayed.subscribe(subscriber)
+    replayed.connect()
+    subscriber.assert_result()
+    assert source.subscription.cancels == 1  # not kept by a processor that ended
+    assert source.subscription.requests == []

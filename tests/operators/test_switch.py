@@ -12,7 +12,9 @@ from flowpy.flow import Publisher
 from flowpy.flowable import Flowable
 from flowpy.sources import RangePublisher, error, just
 from flowpy.submission import SubmissionPublisher
-from tests.operators.conftest import Spy, then_fail
+from tests.operators.conftest import GatedPublisher, Spy, then_fail
+from tests.sources_helpers import SpyPublisher
+from tests.support import Recorder
 
 WAIT = 10.0
 
@@ -143,3 +145,30 @@ def test_switch_map_inners_on_threads_deliver_only_increasing_runs(run: int, tin
 def test_switch_map_prefetch_must_be_positive() -> None:
     with pytest.raises(ValueError, match=r"^prefetch must be positive, got 0$"):
         operators.switch_map(just(1), just, prefetch=0)
+
+
+def test_switch_map_inner_subscription_arriving_as_the_downstream_cancels_is_cancelled() -> None:
+    recorder = Recorder()
+    inner = GatedPublisher(lambda _: recorder.cancel())  # the stage's sweep runs in the inner's window
+    source = SpyPublisher()
+    operators.switch_map(source, lambda _: inner).subscribe(recorder)
+    assert source.subscriber is not None
+    source.subscriber.on_next(1)
+    assert inner.subscription.cancels == 1
+    assert inner.subscription.requests == []
+
+
+def test_switch_map_inner_made_after_the_downstream_cancelled_is_cancelled_on_arrival() -> None:
+    recorder = Recorder()
+    inner = GatedPublisher()
+
+    def cancel_then_map(_: object) -> Publisher[Any]:
+        recorder.cancel()  # the stage's sweep is over before this inner exists
+        return inner
+
+    source = SpyPublisher()
+    operators.switch_map(source, cancel_then_map).subscribe(recorder)
+    assert source.subscriber is not None
+    source.subscriber.on_next(1)
+    assert inner.subscription.cancels == 1
+    assert inner.subscription.requests == []

@@ -18,7 +18,8 @@ from flowpy.operators._fused import FusedPublisher
 from flowpy.sources import RangePublisher
 from flowpy.testing import TestScheduler, TestSubscriber
 from tests.context_helpers import REQUEST_ID, ContextRecorder, in_context, in_fresh_thread
-from tests.operators.conftest import HotSource, Spy
+from tests.operators.conftest import GatedPublisher, HotSource, Spy
+from tests.support import Recorder
 
 UNBOUNDED = 2**63 - 1
 
@@ -336,3 +337,12 @@ def test_items_racing_the_timer_on_another_thread_keep_order_and_the_rules(
     if name == "debounce":
         assert values[-1] == 2999  # the last item is emitted at completion, or was already
     assert scheduler.pending == 0
+
+
+def test_debounce_source_subscription_arriving_as_the_stage_is_cancelled_is_cancelled() -> None:
+    source = GatedPublisher(lambda stage: stage.cancel(), slot="upstream")  # cancelled in the window
+    recorder = Recorder()
+    operators.debounce(source, 1.0, scheduler=TestScheduler()).subscribe(recorder)
+    assert source.subscription.cancels == 1
+    assert source.subscription.requests == []
+    assert recorder.signals == []  # refused before the downstream was handed the stage

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 
 from flowpy import operators
 from flowpy.sources import RangePublisher, error, just
-from tests.operators.conftest import WAIT, Spy, drive, items_lists, patterns
+from tests.operators.conftest import WAIT, GatedPublisher, Spy, drive, items_lists, patterns
 from tests.support import Recorder
 
 
@@ -81,3 +81,15 @@ def test_zip_matches_builtin_zip_under_any_request_pattern(
 ) -> None:
     recorder = drive(operators.zip(just(*first), just(*second), prefetch=2), pattern)
     assert recorder.items == list(zip(first, second, strict=False))
+
+
+def test_zip_source_subscription_arriving_as_the_downstream_cancels_is_cancelled() -> None:
+    recorder = Recorder()
+    # The subscription comes once zip is connected; the coordinator's sweep runs in the source's window.
+    first = GatedPublisher(lambda _: recorder.cancel(), hold=True)
+    second = GatedPublisher()
+    operators.zip(first, second).subscribe(recorder)
+    first.arrive()
+    assert first.subscription.cancels == 1  # not left neither requested nor cancelled
+    assert first.subscription.requests == []
+    assert second.subscription.cancels == 1

@@ -11,7 +11,7 @@ import pytest
 from flowpy.executors import DaemonThreadPool, Task
 from flowpy.flow import Subscription
 from flowpy.spark._batching import BatchingSubscriber, Item, Terminal
-from tests.support import ManualExecutor, RejectingExecutor
+from tests.support import GatedSlot, ManualExecutor, RejectingExecutor
 
 
 class _Upstream(Subscription):
@@ -185,4 +185,19 @@ def test_batching_subscription_arriving_after_a_stop_is_cancelled() -> None:
     assert collector._stop() is None
     upstream = _Upstream()
     collector.on_subscribe(upstream)
+    assert upstream.cancelled == 1 and upstream.requests == []
+
+
+def test_batching_subscription_arriving_as_it_stops_is_cancelled() -> None:
+    collector = _Collector(2, ManualExecutor().execute)
+
+    def stop() -> None:  # what a sink does when its result is cancelled
+        upstream = collector._stop()
+        assert upstream is None  # nothing kept yet
+        collector.refusals.append(RuntimeError("stopped"))
+
+    collector._slot = GatedSlot(stop)  # stopped in on_subscribe's window
+    upstream = _Upstream()
+    collector.on_subscribe(upstream)
+    assert collector.refusals  # the stop ran
     assert upstream.cancelled == 1 and upstream.requests == []

@@ -21,7 +21,9 @@ from flowpy.spark._bridge import _Reader
 from flowpy.spark._endpoint import Endpoint
 from flowpy.spark._stream_source import HELD_BATCHES, _SourceStream
 from flowpy.submission import SubmissionPublisher
+from tests.operators.conftest import StubSubscription
 from tests.spark.helpers import HandUpstream, WorkerKiller, assert_threads_end
+from tests.support import GatedSlot
 
 pa = pytest.importorskip("pyarrow")
 types = pytest.importorskip("pyspark.sql.types")
@@ -449,3 +451,12 @@ def test_stream_source_worker_killed_mid_batch_is_retried_with_the_same_rows_exa
     assert len(retried) == 2 and retried[0] == retried[1]  # the retried task read the same rows again
     written = sorted(tuple(row) for row in standalone.read.parquet(str(tmp_path / "out")).collect())
     assert written == [(i, f"n{i}") for i in range(300)]
+
+
+def test_stream_source_subscription_arriving_as_the_stream_closes_is_cancelled() -> None:
+    stream = _SourceStream(STRUCT, 4)
+    stream._slot = GatedSlot(stream.close)  # closed in on_subscribe's window
+    subscription = StubSubscription()
+    stream.on_subscribe(subscription)
+    assert subscription.cancels == 1
+    assert subscription.requests == []
