@@ -63,6 +63,12 @@ Factory = Callable[..., tuple[OnNext, Callable[[], None]]]
 # are ever put into the source; the user's functions and values are passed
 # to the compiled factory as arguments.
 #
+# The steps' lines follow one another at one indentation level, inside a
+# `while True:` that a step leaves with `break` to drop an item or end the
+# stream: nothing nests per step, so a chain of any length compiles (CPython
+# refuses 100 levels of indentation). Step.after() lines (take's end) follow
+# the loop.
+#
 # Step.demand() is the request side: a cap (take), a one-time addition
 # (skip), or None when demand passes through.
 #
@@ -90,14 +96,25 @@ class Step(ABC):
     __slots__ = ()
 
     @abstractmethod
-    def code(self, index: int, rest: list[str]) -> list[str]:
-        """Return source lines that apply this step to ``item`` and then run ``rest``.
+    def code(self, index: int) -> list[str]:
+        """Return source lines that apply this step to ``item``, at the level of the chain's other steps.
 
-        The lines may call ``complete()`` (end the stream early),
+        The lines run one after the other for every step, never nested in
+        one another. ``break`` ends the item's way through the chain (the
+        step dropped it or ended the stream), so the lines hold no loop of
+        their own. They may call ``complete()`` (end the stream early),
         ``stage.finish(error)`` (end it with ``error``), count a drop
         (``filter``: ``dropped<index> += 1``), and use the names returned by
         :meth:`arguments` and :meth:`state`.
         """
+
+    def after(self, index: int) -> list[str]:
+        """Return source lines run once every item has left the chain, passed on or not (``take``'s end).
+
+        They run for every item that raised nowhere in the chain, whichever
+        step it reached, the later steps' lines first.
+        """
+        return []
 
     def arguments(self, index: int) -> dict[str, object]:
         """Return the constants the code uses (functions, messages), by name."""
@@ -126,10 +143,11 @@ def _compile(steps: tuple[Step, ...]) -> tuple[Factory, dict[str, object]]:
     """Compile ``steps`` into a factory of ``on_next`` functions, and the constants it takes."""
     arguments: dict[str, object] = {}
     state: dict[str, str] = {}
-    body = ["emit(item)"]
-    for index in range(len(steps) - 1, -1, -1):
-        step = steps[index]
-        body = step.code(index, body)
+    body: list[str] = []
+    after: list[str] = []
+    for index, step in enumerate(steps):
+        body += step.code(index)
+        after[:0] = step.after(index)
         arguments.update(step.arguments(index))
         state.update(step.state(index))
     drops = [f"dropped{index}" for index, step in enumerate(steps) if step.drops]
@@ -148,7 +166,9 @@ def _compile(steps: tuple[Step, ...]) -> tuple[Factory, dict[str, object]]:
         "            return",
         *(["        credit -= 1"] if drops else []),
         "        try:",
-        *indent(indent(indent(body))),
+        "            while True:",  # left by `break` where a step ends the item's way
+        *indent(indent(indent(indent([*body, "emit(item)", "break"])))),
+        *indent(indent(indent(after))),
         "        except BaseException as error:",
         "            fail(error)",
         "            return",
