@@ -21,9 +21,25 @@ from typing import TypeVar
 
 from flowpy.flow import Subscriber, Subscription
 
-__all__ = ["call_subscription", "chain_fatal", "report", "reraise_fatal", "signal_subscribe", "signal_terminal"]
+__all__ = [
+    "EXHAUSTED",
+    "call_subscription",
+    "chain_fatal",
+    "report",
+    "reraise_fatal",
+    "signal_subscribe",
+    "signal_terminal",
+]
 
 T = TypeVar("T")
+
+EXHAUSTED = (RecursionError, MemoryError)
+"""What a pipeline raises when it runs out of stack or memory: it ends the stream with ``on_error``.
+
+Out of a subscriber method, these are not taken for a broken subscriber
+(rule 2.13) but for a stage that could not be run: the stage that catches
+one sends it downstream as ``on_error`` (flowpy._core.serial.defer).
+"""
 
 _logger = logging.getLogger("flowpy")
 

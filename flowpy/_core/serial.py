@@ -5,18 +5,25 @@ signal serially (rules 1.3, 2.7, 2.11). :class:`SerialDrain` is the small
 state machine they share: ``signal()`` says "there is work", and a drain
 function runs on the executor, never twice at once, and once more whenever a
 signal arrived while it was running.
+
+It also holds the trampoline the inline drains share (:func:`trampoline`):
+stages hand items to each other by calling each other, so without it an
+item crossing a deep pipeline would recurse through every stage on one
+stack.
 """
 
 from __future__ import annotations
 
 import threading
+from collections import deque
 from collections.abc import Callable
 from contextvars import Context
 from typing import Literal
 
 from flowpy._context import capture
+from flowpy._signals import chain_fatal
 
-__all__ = ["SerialDrain"]
+__all__ = ["NESTING", "SerialDrain", "defer", "trampoline"]
 
 _Capture = Literal["capture"]
 """The default of :class:`SerialDrain`'s ``context``: capture the current one."""
@@ -139,28 +146,69 @@ class SerialDrain:
         if self._wip != 1:
             lock.release()
             return
+        if self._execute is not None:
+            lock.release()
+            self._submit()
+            return
+        # Inline: this thread raised _wip from 0 and owns the loop until it is
+        # 0 again. The loop runs now, nested in whatever called signal(),
+        # unless NESTING trampolined calls are under way on this thread: then
+        # the outermost of them runs it once it has returned (the trampoline),
+        # and claims the first pass (prepare) only then.
+        state = _trampoline
+        depth = state.depth
+        if depth >= NESTING:
+            lock.release()
+            try:
+                _hand_down(state, self._deferred)
+            except BaseException:  # MemoryError, or a RecursionError entering _hand_down: undo the claim
+                self._idle()
+                raise
+            return
         prepare = self._prepare
         if prepare is not None:
             prepare()
         lock.release()
-        if self._execute is not None:
-            self._submit()
-            return
-        # Inline: this thread raised _wip from 0 and owns the loop until it is 0 again.
+        # A raise out of the loop (the drain's, or a RecursionError before
+        # it started) leaves the drain idle, never frozen at _wip > 0.
+        try:
+            if depth:
+                state.depth = depth + 1
+                try:
+                    self._inline()
+                finally:
+                    state.depth = depth
+            else:
+                _bottom(state, self._inline)
+        except BaseException:
+            self._idle()
+            raise
+
+    def _deferred(self) -> None:
+        """The inline loop handed down to the trampoline by :meth:`signal`: claim the first pass, then loop."""
+        try:
+            prepare = self._prepare
+            if prepare is not None:
+                with self._lock:
+                    prepare()
+            self._inline()
+        except BaseException:
+            self._idle()
+            raise
+
+    def _inline(self) -> None:
+        """Run passes until no signal is left (``_wip`` back to 0); the first pass is claimed."""
+        lock = self._lock
+        prepare = self._prepare
         drain = self._drain
         missed = 1
         first = True
         while True:
             context = self.context  # read per pass: an owner may set it after the first
-            try:
-                if context is None:
-                    drain(first)
-                else:
-                    context.run(drain, first)
-            except BaseException:
-                with lock:
-                    self._wip = 0
-                raise
+            if context is None:
+                drain(first)
+            else:
+                context.run(drain, first)
             first = False
             lock.acquire()
             self._wip -= missed
@@ -171,6 +219,11 @@ class SerialDrain:
             if prepare is not None:
                 prepare()
             lock.release()
+
+    def _idle(self) -> None:
+        """Leave an inline drain idle after its loop raised: the next ``signal()`` starts a new one."""
+        with self._lock:
+            self._wip = 0
 
     def _submit(self) -> None:
         # Caller owns the drain (it raised _wip from 0, or it is the task).
@@ -261,3 +314,98 @@ def _running_here() -> set[SerialDrain]:
     if running is None:
         running = _local.running = set()
     return running
+
+
+# --- The trampoline ------------------------------------------------------------------
+#
+# An inline drain's pass calls the next stage (on_next), whose inline drain
+# runs its pass inside that call, and so on: each stage adds a few frames,
+# and a pipeline of a few hundred stages would exceed the recursion limit.
+# So every inline loop (and every operator's subscribe, see
+# flowpy.operators._base) goes through the trampoline: a thread runs at most
+# NESTING of them nested in one another; a further one is handed down to the
+# outermost, the "bottom", which runs it once its own call has returned, at
+# the bottom of the stack, as the first of its own nested calls. The stack
+# then holds at most NESTING stages whatever the depth of the pipeline.
+# Below NESTING nothing changes: a shallow pipeline runs exactly as if there
+# were no trampoline.
+
+NESTING = 32
+"""Trampolined calls a thread runs nested in one another before it hands the next one down."""
+
+
+class _Trampoline(threading.local):
+    """One thread's trampoline. Touched only by its thread."""
+
+    depth = 0  # trampolined calls under way on this thread's stack (class default: no __init__)
+    tasks: deque[Callable[[], object]] | None = None  # handed down, run by the bottom in order
+
+
+_trampoline = _Trampoline()
+
+
+def trampoline(task: Callable[[], object]) -> None:
+    """Run ``task`` now, or once the outermost trampolined call on this thread has returned.
+
+    ``task`` runs now, nested in the caller, unless :data:`NESTING`
+    trampolined calls are already under way on this thread: then it is
+    queued, and the outermost of them runs it (and everything else queued,
+    in order) after its own call, before it returns. What a queued task
+    raises propagates from that outermost call, after the other queued
+    tasks have run (the later exception chained to the earlier,
+    :func:`~flowpy._signals.chain_fatal`).
+    """
+    state = _trampoline
+    depth = state.depth
+    if depth >= NESTING:
+        _hand_down(state, task)
+    elif depth:
+        state.depth = depth + 1
+        try:
+            task()
+        finally:
+            state.depth = depth
+    else:
+        _bottom(state, task)
+
+
+def defer(task: Callable[[], object]) -> None:
+    """Run ``task`` at the bottom of this thread's trampoline, or now if no trampolined call is under way.
+
+    For what cannot be done where the stack is deep: ending a stream whose
+    pass ran out of stack (a ``RecursionError``).
+    """
+    state = _trampoline
+    if state.depth:
+        _hand_down(state, task)
+    else:
+        _bottom(state, task)
+
+
+def _hand_down(state: _Trampoline, task: Callable[[], object]) -> None:
+    tasks = state.tasks
+    if tasks is None:
+        tasks = state.tasks = deque()
+    tasks.append(task)
+
+
+def _bottom(state: _Trampoline, task: Callable[..., object], *args: object) -> None:
+    """Run ``task(*args)`` as the outermost trampolined call of this thread, then everything handed down."""
+    state.depth = 1
+    error: BaseException | None = None
+    try:
+        try:
+            task(*args)
+        except BaseException as exc:
+            error = exc
+        tasks = state.tasks
+        while tasks:
+            handed = tasks.popleft()
+            try:
+                handed()
+            except BaseException as exc:
+                error = chain_fatal(error, exc)
+    finally:
+        state.depth = 0
+    if error is not None:
+        raise error

@@ -30,8 +30,9 @@ from collections.abc import Callable
 from typing import Any, Generic, TypeVar
 
 from flowpy._checks import require_subscriber
+from flowpy._core.serial import defer, trampoline
 from flowpy._demand import add_demand
-from flowpy._signals import report, reraise_fatal
+from flowpy._signals import EXHAUSTED, report, reraise_fatal
 from flowpy.flow import Publisher, Subscriber, Subscription
 from flowpy.operators._base import Relay
 
@@ -227,7 +228,9 @@ class FusedPublisher(Publisher[T_co]):
         if compiled is None:
             compiled = self._compiled = _compile(self._steps)
         factory, arguments = compiled
-        self._source.subscribe(FusedSubscriber(subscriber, self._steps, factory, arguments))
+        # Through the trampoline, as StagePublisher.subscribe: a deep pipeline's subscribe does not recurse.
+        stage: FusedSubscriber[T_co] = FusedSubscriber(subscriber, self._steps, factory, arguments)
+        trampoline(functools.partial(self._source.subscribe, stage))
 
     def __repr__(self) -> str:
         return f"<FusedPublisher {' -> '.join(type(s).__name__ for s in self._steps)} over {self._source!r}>"
@@ -296,7 +299,21 @@ class FusedSubscriber(Relay, Generic[T_co]):
         self._downstream.on_complete()
 
     def _fail(self, error: BaseException) -> None:
-        """A step raised: cancel upstream, then ``on_error``; then :func:`~flowpy._signals.reraise_fatal`."""
+        """A step raised: cancel upstream, then ``on_error``; then :func:`~flowpy._signals.reraise_fatal`.
+
+        Out of stack or memory (:data:`~flowpy._signals.EXHAUSTED`), the chain
+        stops taking items at once and the rest is done from the bottom of
+        this thread's trampoline (:func:`~flowpy._core.serial.defer`), where
+        there is room for it; if even that raises, nothing has changed here
+        and the error goes on up to the stage above.
+        """
+        if isinstance(error, EXHAUSTED):
+            defer(functools.partial(self._fail_now, error))
+            self._stop()
+            return
+        self._fail_now(error)
+
+    def _fail_now(self, error: BaseException) -> None:
         if not self.finish(error):  # cancelled meanwhile, or the downstream's on_complete raised
             report(error, f"{type(self).__name__} could not signal an error after its end")
         reraise_fatal(error)
