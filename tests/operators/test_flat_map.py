@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -171,3 +172,15 @@ def test_flat_map_raising_cancel_of_a_second_source_subscription_is_reported(cap
         source.subscriber.on_subscribe(second)  # rules 2.5, 3.15: the publisher is not thrown at
     assert second.cancels == 1
     assert any("cancel failed" in repr(record.exc_info) for record in caplog.records)
+
+
+@pytest.mark.timeout(60)
+def test_flat_map_1000_stages_deliver_everything() -> None:
+    # The on_subscribe of each stage and the subscribes of its inners go
+    # through the trampoline: no stage recurses through all those below it.
+    chain: Any = RangePublisher(0, 20)
+    for _ in range(1000):
+        chain = operators.flat_map(chain, just)
+    recorder = drive(chain, [1, 3, 7])
+    assert recorder.items == list(range(20))
+    assert recorder.completed
