@@ -52,7 +52,10 @@ class SerialDrain:
     ``signal()`` from inside a pass (a ``request`` made by ``on_next``) only
     counts, and the running loop goes round once more, so recursion stays
     bounded (rule 3.3). ``drain`` returning ``True`` just asks for another
-    pass.
+    pass. Inline loops go through the thread's trampoline
+    (:func:`trampoline`): past :data:`NESTING` nested ones, the loop runs
+    once the outermost has returned, so a pass that signals the next
+    stage's drain does not recurse through every stage.
 
     Each drain pass and ``on_reject`` run in ``context``: by default a copy
     of the context current when the drain is made, which its owners do
@@ -153,15 +156,14 @@ class SerialDrain:
         # Inline: this thread raised _wip from 0 and owns the loop until it is
         # 0 again. The loop runs now, nested in whatever called signal(),
         # unless NESTING trampolined calls are under way on this thread: then
-        # the outermost of them runs it once it has returned (the trampoline),
-        # and claims the first pass (prepare) only then.
-        state = _trampoline
+        # the outermost of them runs it once it has returned (the trampoline).
+        state = _trampolines.state
         depth = state.depth
         if depth >= NESTING:
             lock.release()
             try:
-                _hand_down(state, self._deferred)
-            except BaseException:  # MemoryError, or a RecursionError entering _hand_down: undo the claim
+                state.tasks.append(self._resignal)
+            except BaseException:  # MemoryError: undo the claim
                 self._idle()
                 raise
             return
@@ -169,56 +171,48 @@ class SerialDrain:
         if prepare is not None:
             prepare()
         lock.release()
-        # A raise out of the loop (the drain's, or a RecursionError before
-        # it started) leaves the drain idle, never frozen at _wip > 0.
-        try:
-            if depth:
-                state.depth = depth + 1
-                try:
-                    self._inline()
-                finally:
-                    state.depth = depth
-            else:
-                _bottom(state, self._inline)
-        except BaseException:
-            self._idle()
-            raise
-
-    def _deferred(self) -> None:
-        """The inline loop handed down to the trampoline by :meth:`signal`: claim the first pass, then loop."""
-        try:
-            prepare = self._prepare
-            if prepare is not None:
-                with self._lock:
-                    prepare()
-            self._inline()
-        except BaseException:
-            self._idle()
-            raise
-
-    def _inline(self) -> None:
-        """Run passes until no signal is left (``_wip`` back to 0); the first pass is claimed."""
-        lock = self._lock
-        prepare = self._prepare
+        state.depth = depth + 1
         drain = self._drain
         missed = 1
         first = True
-        while True:
-            context = self.context  # read per pass: an owner may set it after the first
-            if context is None:
-                drain(first)
-            else:
-                context.run(drain, first)
-            first = False
-            lock.acquire()
-            self._wip -= missed
-            missed = self._wip
-            if missed == 0:
+        try:
+            while True:
+                context = self.context  # read per pass: an owner may set it after the first
+                if context is None:
+                    drain(first)
+                else:
+                    context.run(drain, first)
+                first = False
+                lock.acquire()
+                self._wip -= missed
+                missed = self._wip
+                if missed == 0:
+                    lock.release()
+                    break
+                if prepare is not None:
+                    prepare()
                 lock.release()
-                return
-            if prepare is not None:
-                prepare()
-            lock.release()
+        except BaseException as error:
+            # The drain raised (or a RecursionError came before it ran): the
+            # drain is idle, never frozen at _wip > 0, and the bottom (depth
+            # 0) still runs what was handed down to it.
+            state.depth = depth
+            self._idle()
+            if not depth and state.tasks:
+                _run_handed_down(state, error)
+            raise
+        state.depth = depth
+        if not depth and state.tasks:
+            _run_handed_down(state, None)
+
+    def _resignal(self) -> None:
+        """Handed down by :meth:`signal`: give up the claim and signal again, from the bottom of the stack.
+
+        The signals counted meanwhile need no replay: the loop this starts
+        (or one another thread started in between) runs a pass after them.
+        """
+        self._idle()
+        self.signal()
 
     def _idle(self) -> None:
         """Leave an inline drain idle after its loop raised: the next ``signal()`` starts a new one."""
@@ -334,14 +328,24 @@ NESTING = 32
 """Trampolined calls a thread runs nested in one another before it hands the next one down."""
 
 
-class _Trampoline(threading.local):
-    """One thread's trampoline. Touched only by its thread."""
+class _Trampoline:
+    """One thread's trampoline; touched only by its thread."""
 
-    depth = 0  # trampolined calls under way on this thread's stack (class default: no __init__)
-    tasks: deque[Callable[[], object]] | None = None  # handed down, run by the bottom in order
+    __slots__ = ("depth", "tasks")
+
+    def __init__(self) -> None:
+        self.depth = 0  # trampolined calls under way on this thread's stack
+        self.tasks: deque[Callable[[], object]] = deque()  # handed down, run by the bottom in order
 
 
-_trampoline = _Trampoline()
+class _Trampolines(threading.local):
+    """The current thread's :class:`_Trampoline`: one thread-local read per trampolined call, then slots."""
+
+    def __init__(self) -> None:
+        self.state = _Trampoline()
+
+
+_trampolines = _Trampolines()
 
 
 def trampoline(task: Callable[[], object]) -> None:
@@ -355,18 +359,22 @@ def trampoline(task: Callable[[], object]) -> None:
     tasks have run (the later exception chained to the earlier,
     :func:`~flowpy._signals.chain_fatal`).
     """
-    state = _trampoline
+    state = _trampolines.state
     depth = state.depth
     if depth >= NESTING:
-        _hand_down(state, task)
-    elif depth:
-        state.depth = depth + 1
-        try:
-            task()
-        finally:
-            state.depth = depth
-    else:
-        _bottom(state, task)
+        state.tasks.append(task)
+        return
+    state.depth = depth + 1
+    try:
+        task()
+    except BaseException as error:
+        state.depth = depth
+        if not depth and state.tasks:
+            _run_handed_down(state, error)
+        raise
+    state.depth = depth
+    if not depth and state.tasks:
+        _run_handed_down(state, None)
 
 
 def defer(task: Callable[[], object]) -> None:
@@ -375,34 +383,26 @@ def defer(task: Callable[[], object]) -> None:
     For what cannot be done where the stack is deep: ending a stream whose
     pass ran out of stack (a ``RecursionError``).
     """
-    state = _trampoline
+    state = _trampolines.state
     if state.depth:
-        _hand_down(state, task)
+        state.tasks.append(task)
     else:
-        _bottom(state, task)
+        trampoline(task)
 
 
-def _hand_down(state: _Trampoline, task: Callable[[], object]) -> None:
+def _run_handed_down(state: _Trampoline, error: BaseException | None) -> None:
+    """At the bottom, once its own call returned or raised ``error``: run what was handed down, in order.
+
+    Each task runs as the first of a new nest. Raises ``error``, or what a
+    task raised, chained to it (:func:`~flowpy._signals.chain_fatal`).
+    """
     tasks = state.tasks
-    if tasks is None:
-        tasks = state.tasks = deque()
-    tasks.append(task)
-
-
-def _bottom(state: _Trampoline, task: Callable[..., object], *args: object) -> None:
-    """Run ``task(*args)`` as the outermost trampolined call of this thread, then everything handed down."""
     state.depth = 1
-    error: BaseException | None = None
     try:
-        try:
-            task(*args)
-        except BaseException as exc:
-            error = exc
-        tasks = state.tasks
         while tasks:
-            handed = tasks.popleft()
+            task = tasks.popleft()
             try:
-                handed()
+                task()
             except BaseException as exc:
                 error = chain_fatal(error, exc)
     finally:
