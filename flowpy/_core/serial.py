@@ -71,7 +71,8 @@ class SerialDrain:
 
     If ``drain`` raises, the exception propagates out of the task (to the
     executor; to the signalling thread with a synchronous one, where it is
-    never taken for a refusal), and the drain is idle again: the next
+    never taken for a refusal; for an inline loop handed down to the
+    trampoline, out of the outermost trampolined call), and the drain is idle again: the next
     ``signal()`` starts a new task, so a failed pass neither freezes the
     owner nor loops. Signals that came during the failed pass are not
     replayed: a raising drain must first leave its owner in a state that
@@ -215,7 +216,7 @@ class SerialDrain:
         self.signal()
 
     def _idle(self) -> None:
-        """Leave an inline drain idle after its loop raised: the next ``signal()`` starts a new one."""
+        """Leave an inline drain idle, its loop unclaimed (it raised, or was handed down): the next ``signal()`` starts one."""
         with self._lock:
             self._wip = 0
 
