@@ -216,7 +216,7 @@ class SerialDrain:
         self.signal()
 
     def _idle(self) -> None:
-        """Leave an inline drain idle, its loop unclaimed (it raised, or was handed down): the next ``signal()`` starts one."""
+        """Leave an inline drain unclaimed (its loop raised, or was handed down): the next ``signal()`` starts one."""
         with self._lock:
             self._wip = 0
 
