@@ -17,13 +17,31 @@ interrupts and ``SystemExit`` still exits; on a pool thread they reach
 from __future__ import annotations
 
 import logging
+from functools import partial
 from typing import TypeVar
 
 from flowpy.flow import Subscriber, Subscription
 
-__all__ = ["call_subscription", "chain_fatal", "report", "reraise_fatal", "signal_subscribe", "signal_terminal"]
+__all__ = [
+    "EXHAUSTED",
+    "call_subscription",
+    "chain_fatal",
+    "on_next_raised",
+    "report",
+    "reraise_fatal",
+    "signal_subscribe",
+    "signal_terminal",
+]
 
 T = TypeVar("T")
+
+EXHAUSTED = (RecursionError, MemoryError)
+"""What a pipeline raises when it runs out of stack or memory: it ends the stream with ``on_error``.
+
+Out of a subscriber method, these are not taken for a broken subscriber
+(rule 2.13) but for a stage that could not be run: the stage that catches
+one sends it downstream as ``on_error`` (flowpy._core.serial.defer).
+"""
 
 _logger = logging.getLogger("flowpy")
 
@@ -73,6 +91,23 @@ def chain_fatal(earlier: BaseException | None, later: BaseException) -> BaseExce
         tail = tail.__context__
     tail.__context__ = earlier
     return later
+
+
+def on_next_raised(subscriber: Subscriber[T], error: BaseException) -> None:
+    """Settle ``error`` raised by ``subscriber.on_next``, once the publisher has stopped signalling it.
+
+    Rule 2.13: the subscription counts as cancelled and ``error`` is
+    reported. An :data:`EXHAUSTED` error is the pipeline's (out of stack or
+    memory), not a broken subscriber's: the subscriber gets ``on_error(error)``
+    instead, from the bottom of this thread's trampoline
+    (:func:`flowpy._core.serial.defer`), where there is room for it.
+    """
+    if isinstance(error, EXHAUSTED):
+        from flowpy._core.serial import defer  # here: flowpy._core.serial imports this module
+
+        defer(partial(signal_terminal, subscriber, error))
+        return
+    report(error, f"on_next of {subscriber!r} raised (rule 2.13)")
 
 
 def signal_subscribe(subscriber: Subscriber[T], subscription: Subscription) -> bool:

@@ -33,7 +33,7 @@ from typing import Generic, TypeVar
 from flowpy._checks import none_error, require_int, require_non_negative_int, require_positive_int, require_subscriber
 from flowpy._core.pull import END, DemandSubscription
 from flowpy._demand import add_demand, check_request
-from flowpy._signals import report, reraise_fatal, signal_subscribe, signal_terminal
+from flowpy._signals import on_next_raised, reraise_fatal, signal_subscribe, signal_terminal
 from flowpy.executors import DEFAULT, Default, Executor, resolve_execute
 from flowpy.flow import Publisher, Subscriber, Subscription
 
@@ -166,7 +166,7 @@ class _SequenceSubscription(Subscription, Generic[T]):
         except BaseException as exc:
             self._cancelled = True
             self._subscriber = None
-            report(exc, f"on_next of {subscriber!r} raised (rule 2.13)")
+            on_next_raised(subscriber, exc)
             reraise_fatal(exc)
 
 
@@ -460,7 +460,7 @@ class _IterableSubscription(DemandSubscription, Generic[T]):
         except BaseException as exc:
             if self._subscriber is not None:  # else the iterator raised, and _advance ended the stream
                 self.cancel()
-                report(exc, f"on_next of {subscriber!r} raised (rule 2.13)")
+                on_next_raised(subscriber, exc)
             reraise_fatal(exc)
             return False
         self._budget -= emitted

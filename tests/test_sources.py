@@ -8,6 +8,7 @@ import logging
 import threading
 import weakref
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -557,3 +558,21 @@ def test_iterable_direct_executor_many_batches_do_not_grow_the_stack() -> None:
     result = collect(IterablePublisher(numbers(), executor=direct_executor, batch_size=2)).result(timeout=WAIT)
     assert result == list(range(100_000))
     assert len(depths) == 1, f"stack depth changed across batches: {sorted(depths)}"
+
+
+@pytest.mark.parametrize("make", [lambda: RangePublisher(0, 10), lambda: IterablePublisher(range(10))])
+def test_a_subscriber_whose_on_next_runs_out_of_stack_gets_on_error(make: Any) -> None:
+    # A RecursionError out of on_next is the pipeline's, not a broken
+    # subscriber's (rule 2.13): the stream ends with on_error, not only a log.
+    def exhausted(item: int) -> None:
+        if item == 3:
+            raise RecursionError("maximum recursion depth exceeded")
+
+    recorder = Recorder(on_next_hook=exhausted)
+    make().subscribe(recorder)
+    assert recorder.subscribed.wait(10)
+    recorder.request(10)
+    assert recorder.done.wait(10)
+    assert isinstance(recorder.error, RecursionError)
+    assert recorder.items == [0, 1, 2, 3]
+    assert recorder.violations == []

@@ -24,7 +24,7 @@ from typing import Final, Generic, TypeVar, Union
 from flowpy._core.sentinels import Sentinel
 from flowpy._core.serial import SerialDrain
 from flowpy._demand import MAX_DEMAND, add_demand, check_request
-from flowpy._signals import report, signal_subscribe, signal_terminal
+from flowpy._signals import on_next_raised, signal_subscribe, signal_terminal
 from flowpy.flow import Subscriber, Subscription
 
 __all__ = ["EMPTY", "END", "DemandSubscription", "PullSubscription", "Pulled"]
@@ -247,6 +247,6 @@ class PullSubscription(DemandSubscription, Generic[T]):
             self._subscriber.on_next(item)
         except BaseException as exc:
             self._end()
-            report(exc, f"on_next of {self._subscriber!r} raised (rule 2.13)")
+            on_next_raised(self._subscriber, exc)
             return False
         return True

@@ -5,18 +5,25 @@ signal serially (rules 1.3, 2.7, 2.11). :class:`SerialDrain` is the small
 state machine they share: ``signal()`` says "there is work", and a drain
 function runs on the executor, never twice at once, and once more whenever a
 signal arrived while it was running.
+
+It also holds the trampoline the inline drains share (:func:`trampoline`):
+stages hand items to each other by calling each other, so without it an
+item crossing a deep pipeline would recurse through every stage on one
+stack.
 """
 
 from __future__ import annotations
 
 import threading
+from collections import deque
 from collections.abc import Callable
 from contextvars import Context
 from typing import Literal
 
 from flowpy._context import capture
+from flowpy._signals import chain_fatal
 
-__all__ = ["SerialDrain"]
+__all__ = ["NESTING", "SerialDrain", "defer", "trampoline"]
 
 _Capture = Literal["capture"]
 """The default of :class:`SerialDrain`'s ``context``: capture the current one."""
@@ -45,7 +52,10 @@ class SerialDrain:
     ``signal()`` from inside a pass (a ``request`` made by ``on_next``) only
     counts, and the running loop goes round once more, so recursion stays
     bounded (rule 3.3). ``drain`` returning ``True`` just asks for another
-    pass.
+    pass. Inline loops go through the thread's trampoline
+    (:func:`trampoline`): past :data:`NESTING` nested ones, the loop runs
+    once the outermost has returned, so a pass that signals the next
+    stage's drain does not recurse through every stage.
 
     Each drain pass and ``on_reject`` run in ``context``: by default a copy
     of the context current when the drain is made, which its owners do
@@ -61,7 +71,8 @@ class SerialDrain:
 
     If ``drain`` raises, the exception propagates out of the task (to the
     executor; to the signalling thread with a synchronous one, where it is
-    never taken for a refusal), and the drain is idle again: the next
+    never taken for a refusal; for an inline loop handed down to the
+    trampoline, out of the outermost trampolined call), and the drain is idle again: the next
     ``signal()`` starts a new task, so a failed pass neither freezes the
     owner nor loops. Signals that came during the failed pass are not
     replayed: a raising drain must first leave its owner in a state that
@@ -139,38 +150,75 @@ class SerialDrain:
         if self._wip != 1:
             lock.release()
             return
+        if self._execute is not None:
+            lock.release()
+            self._submit()
+            return
+        # Inline: this thread raised _wip from 0 and owns the loop until it is
+        # 0 again. The loop runs now, nested in whatever called signal(),
+        # unless NESTING trampolined calls are under way on this thread: then
+        # the outermost of them runs it once it has returned (the trampoline).
+        state = _trampolines.state
+        depth = state.depth
+        if depth >= NESTING:
+            lock.release()
+            try:
+                state.tasks.append(self._resignal)
+            except BaseException:  # MemoryError: undo the claim
+                self._idle()
+                raise
+            return
         prepare = self._prepare
         if prepare is not None:
             prepare()
         lock.release()
-        if self._execute is not None:
-            self._submit()
-            return
-        # Inline: this thread raised _wip from 0 and owns the loop until it is 0 again.
+        state.depth = depth + 1
         drain = self._drain
         missed = 1
         first = True
-        while True:
-            context = self.context  # read per pass: an owner may set it after the first
-            try:
+        try:
+            while True:
+                context = self.context  # read per pass: an owner may set it after the first
                 if context is None:
                     drain(first)
                 else:
                     context.run(drain, first)
-            except BaseException:
-                with lock:
-                    self._wip = 0
-                raise
-            first = False
-            lock.acquire()
-            self._wip -= missed
-            missed = self._wip
-            if missed == 0:
+                first = False
+                lock.acquire()
+                self._wip -= missed
+                missed = self._wip
+                if missed == 0:
+                    lock.release()
+                    break
+                if prepare is not None:
+                    prepare()
                 lock.release()
-                return
-            if prepare is not None:
-                prepare()
-            lock.release()
+        except BaseException as error:
+            # The drain raised (or a RecursionError came before it ran): the
+            # drain is idle, never frozen at _wip > 0, and the bottom (depth
+            # 0) still runs what was handed down to it.
+            state.depth = depth
+            self._idle()
+            if not depth and state.tasks:
+                _run_handed_down(state, error)
+            raise
+        state.depth = depth
+        if not depth and state.tasks:
+            _run_handed_down(state, None)
+
+    def _resignal(self) -> None:
+        """Handed down by :meth:`signal`: give up the claim and signal again, from the bottom of the stack.
+
+        The signals counted meanwhile need no replay: the loop this starts
+        (or one another thread started in between) runs a pass after them.
+        """
+        self._idle()
+        self.signal()
+
+    def _idle(self) -> None:
+        """Leave an inline drain unclaimed (its loop raised, or was handed down): the next ``signal()`` starts one."""
+        with self._lock:
+            self._wip = 0
 
     def _submit(self) -> None:
         # Caller owns the drain (it raised _wip from 0, or it is the task).
@@ -261,3 +309,104 @@ def _running_here() -> set[SerialDrain]:
     if running is None:
         running = _local.running = set()
     return running
+
+
+# --- The trampoline ------------------------------------------------------------------
+#
+# An inline drain's pass calls the next stage (on_next), whose inline drain
+# runs its pass inside that call, and so on: each stage adds a few frames,
+# and a pipeline of a few hundred stages would exceed the recursion limit.
+# So every inline loop (and every operator's subscribe, see
+# flowpy.operators._base) goes through the trampoline: a thread runs at most
+# NESTING of them nested in one another; a further one is handed down to the
+# outermost, the "bottom", which runs it once its own call has returned, at
+# the bottom of the stack, as the first of its own nested calls. The stack
+# then holds at most NESTING stages whatever the depth of the pipeline.
+# Below NESTING nothing changes: a shallow pipeline runs exactly as if there
+# were no trampoline.
+
+NESTING = 32
+"""Trampolined calls a thread runs nested in one another before it hands the next one down."""
+
+
+class _Trampoline:
+    """One thread's trampoline; touched only by its thread."""
+
+    __slots__ = ("depth", "tasks")
+
+    def __init__(self) -> None:
+        self.depth = 0  # trampolined calls under way on this thread's stack
+        self.tasks: deque[Callable[[], object]] = deque()  # handed down, run by the bottom in order
+
+
+class _Trampolines(threading.local):
+    """The current thread's :class:`_Trampoline`: one thread-local read per trampolined call, then slots."""
+
+    def __init__(self) -> None:
+        self.state = _Trampoline()
+
+
+_trampolines = _Trampolines()
+
+
+def trampoline(task: Callable[[], object]) -> None:
+    """Run ``task`` now, or once the outermost trampolined call on this thread has returned.
+
+    ``task`` runs now, nested in the caller, unless :data:`NESTING`
+    trampolined calls are already under way on this thread: then it is
+    queued, and the outermost of them runs it (and everything else queued,
+    in order) after its own call, before it returns. What a queued task
+    raises propagates from that outermost call, after the other queued
+    tasks have run (the later exception chained to the earlier,
+    :func:`~flowpy._signals.chain_fatal`).
+    """
+    state = _trampolines.state
+    depth = state.depth
+    if depth >= NESTING:
+        state.tasks.append(task)
+        return
+    state.depth = depth + 1
+    try:
+        task()
+    except BaseException as error:
+        state.depth = depth
+        if not depth and state.tasks:
+            _run_handed_down(state, error)
+        raise
+    state.depth = depth
+    if not depth and state.tasks:
+        _run_handed_down(state, None)
+
+
+def defer(task: Callable[[], object]) -> None:
+    """Run ``task`` at the bottom of this thread's trampoline, or now if no trampolined call is under way.
+
+    For what cannot be done where the stack is deep: ending a stream whose
+    pass ran out of stack (a ``RecursionError``).
+    """
+    state = _trampolines.state
+    if state.depth:
+        state.tasks.append(task)
+    else:
+        trampoline(task)
+
+
+def _run_handed_down(state: _Trampoline, error: BaseException | None) -> None:
+    """At the bottom, once its own call returned or raised ``error``: run what was handed down, in order.
+
+    Each task runs as the first of a new nest. Raises ``error``, or what a
+    task raised, chained to it (:func:`~flowpy._signals.chain_fatal`).
+    """
+    tasks = state.tasks
+    state.depth = 1
+    try:
+        while tasks:
+            task = tasks.popleft()
+            try:
+                task()
+            except BaseException as exc:
+                error = chain_fatal(error, exc)
+    finally:
+        state.depth = 0
+    if error is not None:
+        raise error

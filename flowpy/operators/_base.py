@@ -10,6 +10,7 @@ from __future__ import annotations
 import threading
 from abc import ABC, abstractmethod
 from collections.abc import Callable
+from functools import partial
 from typing import Any, Generic, TypeVar
 
 from flowpy._checks import (
@@ -17,10 +18,10 @@ from flowpy._checks import (
     require_subscriber,
 )
 from flowpy._core.sentinels import Sentinel
-from flowpy._core.serial import SerialDrain
+from flowpy._core.serial import SerialDrain, defer, trampoline
 from flowpy._core.upstream import UpstreamSlot
 from flowpy._demand import MAX_DEMAND, add_demand, check_request
-from flowpy._signals import report, reraise_fatal, signal_subscribe
+from flowpy._signals import EXHAUSTED, report, reraise_fatal, signal_subscribe
 from flowpy.executors import Task
 from flowpy.flow import Publisher, Subscriber, Subscription
 from flowpy.operators._tracking import Stage, StageTracker
@@ -56,13 +57,19 @@ class StagePublisher(Publisher[T_co], Generic[T_co]):
         self._connect = connect
 
     def subscribe(self, subscriber: Subscriber[T_co]) -> None:
-        """Build the stage for ``subscriber`` and connect it.
+        """Build the stage for ``subscriber`` and connect it, through the trampoline.
+
+        The connect runs now, unless this subscribe is nested in
+        :data:`~flowpy._core.serial.NESTING` other trampolined calls (the
+        subscribe of a deep pipeline, stage after stage): then it runs when
+        the outermost of them has returned, so subscribing does not recurse
+        through every stage (:func:`~flowpy._core.serial.trampoline`).
 
         Raises:
             TypeError: if ``subscriber`` is ``None`` (rule 1.9).
         """
         require_subscriber(subscriber)
-        self._connect(subscriber)
+        trampoline(partial(self._connect, subscriber))
 
     def __repr__(self) -> str:
         return f"<{self._name} publisher>"
@@ -229,12 +236,29 @@ class DemandDrain(Subscription, ABC):
                     return False
         except BaseException as error:  # a subscriber method broke rule 2.13: the stream ends here
             self.draining = False
+            if isinstance(error, EXHAUSTED):
+                # Not the subscriber's fault but the pipeline's: out of stack or
+                # memory. The stream ends with on_error (unless the downstream
+                # cancelled or had its terminal signal), sent from the bottom of
+                # this thread's trampoline, where there is room for it. If even
+                # handing it down raises, nothing has changed here: the error
+                # goes on up to the stage above, which ends the stream the same way.
+                if not self.cancelled:
+                    defer(partial(self._exhausted, error))
+                self._broken = True
+                self.cancelled = True
+                return False
             self._broken = True
             self.cancelled = True
             self._cancel_upstream()
             report(error, f"a subscriber method raised inside {type(self).__name__}'s drain (rule 2.13)")
             reraise_fatal(error)
         return False
+
+    def _exhausted(self, error: BaseException) -> None:
+        """End the stream after a pass ran out of stack or memory: cancel upstream, then ``on_error(error)``."""
+        self._cancel_upstream()
+        self._signal_downstream_error(error)
 
     @abstractmethod
     def _has_work(self) -> bool:

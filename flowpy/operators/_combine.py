@@ -22,7 +22,7 @@ from flowpy._demand import MAX_DEMAND, replenish_limit
 from flowpy._signals import reraise_fatal, signal_subscribe
 from flowpy.flow import Publisher, Subscriber, Subscription
 from flowpy.operators._base import DemandDrain, StagePublisher
-from flowpy.operators._fused import Step, fuse, indent
+from flowpy.operators._fused import Step, fuse
 from flowpy.operators._sequence import Companion, SequenceStage
 from flowpy.sources import empty
 
@@ -306,7 +306,7 @@ class _WithLatest(Step):
     def drops(self) -> bool:
         return True
 
-    def code(self, index: int, rest: list[str]) -> list[str]:
+    def code(self, index: int) -> list[str]:
         combine = (
             [f"item = (item, other{index})"]
             if self._combiner is None
@@ -320,8 +320,8 @@ class _WithLatest(Step):
             f"other{index} = latest{index}.value",
             f"if other{index} is nothing{index}:",
             f"    dropped{index} += 1",
-            "else:",
-            *indent([*combine, *rest]),
+            "    break",
+            *combine,
         ]
 
     def arguments(self, index: int) -> dict[str, object]:

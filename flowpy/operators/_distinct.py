@@ -12,7 +12,7 @@ from typing import Any, TypeVar, cast
 from flowpy._checks import require_callable_or_none, require_publisher
 from flowpy._core.sentinels import Sentinel
 from flowpy.flow import Publisher
-from flowpy.operators._fused import Step, fuse, indent
+from flowpy.operators._fused import Step, fuse
 
 __all__ = ["distinct", "distinct_until_changed"]
 
@@ -36,14 +36,13 @@ class _Distinct(Step):
     def drops(self) -> bool:
         return True
 
-    def code(self, index: int, rest: list[str]) -> list[str]:
+    def code(self, index: int) -> list[str]:
         return [
             *_key_lines(index, self._key_fn),
             f"if key{index} in seen{index}:",
             f"    dropped{index} += 1",
-            "else:",
-            f"    seen{index}.add(key{index})",
-            *indent(rest),
+            "    break",
+            f"seen{index}.add(key{index})",
         ]
 
     def arguments(self, index: int) -> dict[str, object]:
@@ -63,14 +62,13 @@ class _DistinctUntilChanged(Step):
     def drops(self) -> bool:
         return True
 
-    def code(self, index: int, rest: list[str]) -> list[str]:
+    def code(self, index: int) -> list[str]:
         return [
             *_key_lines(index, self._key_fn),
             f"if last{index} is not no_key{index} and key{index} == last{index}:",
             f"    dropped{index} += 1",
-            "else:",
-            f"    last{index} = key{index}",
-            *indent(rest),
+            "    break",
+            f"last{index} = key{index}",
         ]
 
     def arguments(self, index: int) -> dict[str, object]:

@@ -7,7 +7,7 @@ from typing import Any, TypeVar, cast
 
 from flowpy._checks import require_callable, require_publisher
 from flowpy.flow import Publisher
-from flowpy.operators._fused import Step, fuse, indent
+from flowpy.operators._fused import Step, fuse
 
 __all__ = ["filter_"]
 
@@ -24,13 +24,8 @@ class _Filter(Step):
     def drops(self) -> bool:
         return True
 
-    def code(self, index: int, rest: list[str]) -> list[str]:
-        return [
-            f"if predicate{index}(item):",
-            *indent(rest),
-            "else:",
-            f"    dropped{index} += 1",
-        ]
+    def code(self, index: int) -> list[str]:
+        return [f"if not predicate{index}(item):", f"    dropped{index} += 1", "    break"]
 
     def arguments(self, index: int) -> dict[str, object]:
         return {f"predicate{index}": self._predicate}

@@ -30,8 +30,9 @@ from collections.abc import Callable
 from typing import Any, Generic, TypeVar
 
 from flowpy._checks import require_subscriber
+from flowpy._core.serial import defer, trampoline
 from flowpy._demand import add_demand
-from flowpy._signals import report, reraise_fatal
+from flowpy._signals import EXHAUSTED, report, reraise_fatal
 from flowpy.flow import Publisher, Subscriber, Subscription
 from flowpy.operators._base import Relay
 
@@ -63,6 +64,12 @@ Factory = Callable[..., tuple[OnNext, Callable[[], None]]]
 # are ever put into the source; the user's functions and values are passed
 # to the compiled factory as arguments.
 #
+# The steps' lines follow one another at one indentation level, inside a
+# `while True:` that a step leaves with `break` to drop an item or end the
+# stream: nothing nests per step, so a chain of any length compiles (CPython
+# refuses 100 levels of indentation). Step.after() lines (take's end) follow
+# the loop.
+#
 # Step.demand() is the request side: a cap (take), a one-time addition
 # (skip), or None when demand passes through.
 #
@@ -90,14 +97,25 @@ class Step(ABC):
     __slots__ = ()
 
     @abstractmethod
-    def code(self, index: int, rest: list[str]) -> list[str]:
-        """Return source lines that apply this step to ``item`` and then run ``rest``.
+    def code(self, index: int) -> list[str]:
+        """Return source lines that apply this step to ``item``, at the level of the chain's other steps.
 
-        The lines may call ``complete()`` (end the stream early),
+        The lines run one after the other for every step, never nested in
+        one another. ``break`` ends the item's way through the chain (the
+        step dropped it or ended the stream), so the lines hold no loop of
+        their own. They may call ``complete()`` (end the stream early),
         ``stage.finish(error)`` (end it with ``error``), count a drop
         (``filter``: ``dropped<index> += 1``), and use the names returned by
         :meth:`arguments` and :meth:`state`.
         """
+
+    def after(self, index: int) -> list[str]:
+        """Return source lines run once every item has left the chain, passed on or not (``take``'s end).
+
+        They run for every item that raised nowhere in the chain, whichever
+        step it reached, the later steps' lines first.
+        """
+        return []
 
     def arguments(self, index: int) -> dict[str, object]:
         """Return the constants the code uses (functions, messages), by name."""
@@ -126,10 +144,11 @@ def _compile(steps: tuple[Step, ...]) -> tuple[Factory, dict[str, object]]:
     """Compile ``steps`` into a factory of ``on_next`` functions, and the constants it takes."""
     arguments: dict[str, object] = {}
     state: dict[str, str] = {}
-    body = ["emit(item)"]
-    for index in range(len(steps) - 1, -1, -1):
-        step = steps[index]
-        body = step.code(index, body)
+    body: list[str] = []
+    after: list[str] = []
+    for index, step in enumerate(steps):
+        body += step.code(index)
+        after[:0] = step.after(index)
         arguments.update(step.arguments(index))
         state.update(step.state(index))
     drops = [f"dropped{index}" for index, step in enumerate(steps) if step.drops]
@@ -148,7 +167,9 @@ def _compile(steps: tuple[Step, ...]) -> tuple[Factory, dict[str, object]]:
         "            return",
         *(["        credit -= 1"] if drops else []),
         "        try:",
-        *indent(indent(indent(body))),
+        "            while True:",  # left by `break` where a step ends the item's way
+        *indent(indent(indent(indent([*body, "emit(item)", "break"])))),
+        *indent(indent(indent(after))),
         "        except BaseException as error:",
         "            fail(error)",
         "            return",
@@ -207,7 +228,9 @@ class FusedPublisher(Publisher[T_co]):
         if compiled is None:
             compiled = self._compiled = _compile(self._steps)
         factory, arguments = compiled
-        self._source.subscribe(FusedSubscriber(subscriber, self._steps, factory, arguments))
+        # Through the trampoline, as StagePublisher.subscribe: a deep pipeline's subscribe does not recurse.
+        stage: FusedSubscriber[T_co] = FusedSubscriber(subscriber, self._steps, factory, arguments)
+        trampoline(functools.partial(self._source.subscribe, stage))
 
     def __repr__(self) -> str:
         return f"<FusedPublisher {' -> '.join(type(s).__name__ for s in self._steps)} over {self._source!r}>"
@@ -276,7 +299,21 @@ class FusedSubscriber(Relay, Generic[T_co]):
         self._downstream.on_complete()
 
     def _fail(self, error: BaseException) -> None:
-        """A step raised: cancel upstream, then ``on_error``; then :func:`~flowpy._signals.reraise_fatal`."""
+        """A step raised: cancel upstream, then ``on_error``; then :func:`~flowpy._signals.reraise_fatal`.
+
+        Out of stack or memory (:data:`~flowpy._signals.EXHAUSTED`), the chain
+        stops taking items at once and the rest is done from the bottom of
+        this thread's trampoline (:func:`~flowpy._core.serial.defer`), where
+        there is room for it; if even that raises, nothing has changed here
+        and the error goes on up to the stage above.
+        """
+        if isinstance(error, EXHAUSTED):
+            defer(functools.partial(self._fail_now, error))
+            self._stop()
+            return
+        self._fail_now(error)
+
+    def _fail_now(self, error: BaseException) -> None:
         if not self.finish(error):  # cancelled meanwhile, or the downstream's on_complete raised
             report(error, f"{type(self).__name__} could not signal an error after its end")
         reraise_fatal(error)

@@ -50,8 +50,8 @@ class _DoOnNext(Step):
     def __init__(self, fn: Callable[[Any], object]) -> None:
         self._fn = fn
 
-    def code(self, index: int, rest: list[str]) -> list[str]:
-        return [f"fn{index}(item)", *rest]
+    def code(self, index: int) -> list[str]:
+        return [f"fn{index}(item)"]
 
     def arguments(self, index: int) -> dict[str, object]:
         return {f"fn{index}": self._fn}

@@ -29,12 +29,11 @@ class _Map(Step):
     def __init__(self, fn: Callable[[Any], Any]) -> None:
         self._fn = fn
 
-    def code(self, index: int, rest: list[str]) -> list[str]:
+    def code(self, index: int) -> list[str]:
         return [
             f"item = fn{index}(item)",
             "if item is None:",
             f"    raise TypeError(message{index})",
-            *rest,
         ]
 
     def arguments(self, index: int) -> dict[str, object]:
@@ -48,7 +47,7 @@ class _Scan(Step):
         self._fn = fn
         self._initial = initial
 
-    def code(self, index: int, rest: list[str]) -> list[str]:
+    def code(self, index: int) -> list[str]:
         accumulator = f"accumulator{index}"
         fold = [
             f"{accumulator} = fn{index}({accumulator}, item)",
@@ -57,9 +56,9 @@ class _Scan(Step):
             f"item = {accumulator}",
         ]
         if self._initial is not NO_INITIAL:
-            return [*fold, *rest]
+            return fold
         # Without an initial value the first item is the first accumulator.
-        return [f"if {accumulator} is no_initial{index}:", f"    {accumulator} = item", "else:", *indent(fold), *rest]
+        return [f"if {accumulator} is no_initial{index}:", f"    {accumulator} = item", "else:", *indent(fold)]
 
     def arguments(self, index: int) -> dict[str, object]:
         return {

@@ -21,9 +21,11 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
+from functools import partial
 from typing import Any, Generic, TypeVar
 
 from flowpy._checks import none_error, require, require_callable, require_positive_int, require_publisher
+from flowpy._core.serial import trampoline
 from flowpy._core.upstream import UpstreamSlot
 from flowpy._demand import MAX_DEMAND
 from flowpy._signals import reraise_fatal, signal_subscribe
@@ -319,13 +321,18 @@ class _Outer(Subscriber[Any], Generic[T, R]):
     def on_subscribe(self, subscription: Subscription) -> None:
         """Hand the coordinator to the downstream, then ask the source for ``max_concurrency`` publishers.
 
-        A later subscription is cancelled and the first kept (rule 2.5).
+        A later subscription is cancelled and the first kept (rule 2.5). The
+        coordinator delivers nothing before the downstream's ``on_subscribe``
+        has returned, so the rest goes through the trampoline, as a queue
+        stage's does (:meth:`flowpy.operators._queue.HeadSubscriber.on_subscribe`).
 
         Raises:
             TypeError: if ``subscription`` is ``None`` (rule 2.13).
         """
-        if not self._upstream.accept(subscription):
-            return
+        if self._upstream.accept(subscription):
+            trampoline(partial(self._open, subscription))
+
+    def _open(self, subscription: Subscription) -> None:
         coordinator = self._coordinator
         coordinator._outer = subscription  # the coordinator requests and cancels it from here on
         if not signal_subscribe(self._downstream, coordinator):

@@ -15,7 +15,7 @@ from typing import Any, Generic, TypeVar, cast
 from flowpy._checks import require_publisher
 from flowpy.flow import Publisher, Subscriber
 from flowpy.operators._base import StagePublisher
-from flowpy.operators._fused import Step, fuse, indent
+from flowpy.operators._fused import Step, fuse
 from flowpy.operators._map import map_
 from flowpy.operators._sequence import SequenceStage
 from flowpy.sources import just
@@ -153,18 +153,18 @@ def _not_a_notification(item: object) -> TypeError:
 class _Dematerialize(Step):
     __slots__ = ()
 
-    def code(self, index: int, rest: list[str]) -> list[str]:
+    def code(self, index: int) -> list[str]:
         return [
             f"if not isinstance(item, notification{index}):",
             f"    raise not_notification{index}(item)",
             f"kind{index} = item.kind",
-            f"if kind{index} is on_next{index}:",
-            "    item = item.value",
-            *indent(rest),
-            f"elif kind{index} is on_complete{index}:",
-            "    complete()",
-            "else:",
-            "    stage.finish(item.error)",
+            f"if kind{index} is not on_next{index}:",
+            f"    if kind{index} is on_complete{index}:",
+            "        complete()",
+            "    else:",
+            "        stage.finish(item.error)",
+            "    break",
+            "item = item.value",
         ]
 
     def arguments(self, index: int) -> dict[str, object]:

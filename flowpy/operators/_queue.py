@@ -13,6 +13,7 @@ from collections.abc import Callable
 from typing import Any, Generic, Protocol, TypeVar
 
 from flowpy._checks import none_error, require
+from flowpy._core.serial import trampoline
 from flowpy._core.upstream import UpstreamSlot
 from flowpy._demand import replenish_limit
 from flowpy._signals import signal_subscribe
@@ -231,13 +232,22 @@ class HeadSubscriber(QueueSubscriber):
     parent: QueueDrain[Any]
 
     def on_subscribe(self, subscription: Subscription) -> None:
-        """Give the downstream its subscription, then request from upstream.
+        """Give the downstream its subscription, then request from upstream, through the trampoline.
+
+        The parent delivers nothing before its downstream's ``on_subscribe``
+        has returned, so that call may wait for the outermost trampolined
+        call on this thread, like the subscribe of a deep pipeline
+        (:func:`~flowpy._core.serial.trampoline`): the ``on_subscribe`` of
+        the stages below does not recurse through every stage.
 
         Raises:
             TypeError: if ``subscription`` is ``None`` (rule 2.13).
         """
-        if not self.attach(subscription):
-            return
+        if self.attach(subscription):
+            trampoline(self._open)
+
+    def _open(self) -> None:
+        """Signal the downstream's ``on_subscribe``, then let the parent deliver and request from upstream."""
         parent = self.parent
         if not signal_subscribe(parent.downstream, parent):
             return  # it cancelled the parent, whose pass cancelled this upstream

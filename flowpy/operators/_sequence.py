@@ -16,12 +16,14 @@ Demand:     the subscriber's demand goes to the attempt that is subscribed;
             as soon as it subscribes (RxJava's ``SubscriptionArbiter``).
             Nothing is queued here: items go straight downstream.
 Threading:  items go downstream on the attempt's delivering thread. The
-            next attempt is subscribed from a trampoline (a
-            :class:`~flowpy._core.serial.SerialDrain` on the direct
-            executor): an attempt that ends inside ``subscribe`` (a
-            synchronous source that fails or completes at once) only counts
-            a signal, and the loop that is already running subscribes the
-            next one, so a million quick resubscriptions use constant stack.
+            next attempt is subscribed from a loop (an inline
+            :class:`~flowpy._core.serial.SerialDrain`): an attempt that ends
+            inside ``subscribe`` (a synchronous source that fails or
+            completes at once) only counts a signal, and the loop that is
+            already running subscribes the next one, so a million quick
+            resubscriptions use constant stack; loops nested in other
+            stages' loops go through the shared trampoline, so nesting
+            these operators hundreds deep does too.
             Each subscription is made in a copy of the context current when
             the subscriber subscribed (flowpy/_context.py), whichever thread
             ended the previous attempt.
@@ -39,7 +41,6 @@ from flowpy._core.serial import SerialDrain
 from flowpy._core.upstream import UpstreamSlot
 from flowpy._demand import MAX_DEMAND, add_demand, check_request
 from flowpy._signals import call_subscription, chain_fatal, reraise_fatal, signal_subscribe
-from flowpy.executors import direct_executor
 from flowpy.flow import Publisher, Subscriber, Subscription
 from flowpy.operators._base import HalfSerial
 
@@ -141,8 +142,10 @@ class SequenceStage(Subscription, ABC):
 
     def __init__(self, downstream: Subscriber[Any]) -> None:
         self._serial = HalfSerial(downstream)
-        # Runs _pass one at a time, trampolined, in a copy of the subscribe-time context.
-        self._loop = SerialDrain(direct_executor.execute, self._pass, self._terminate)
+        # Runs _pass one at a time, on the signalling thread, in a copy of the
+        # subscribe-time context; nested in other stages' loops, through the
+        # trampoline (flowpy._core.serial.trampoline).
+        self._loop = SerialDrain.inline(self._pass, context="capture")
         self._pending: Publisher[Any] | None = None  # the next publisher to subscribe; set before _resume()
         self._lock = threading.Lock()
         # --- Guarded by self._lock ----------------------------------------

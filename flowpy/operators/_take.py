@@ -13,7 +13,7 @@ from typing import Any, TypeVar, cast
 from flowpy._checks import require_callable, require_non_negative_int, require_publisher
 from flowpy._demand import add_demand
 from flowpy.flow import Publisher
-from flowpy.operators._fused import Demand, Step, fuse, indent
+from flowpy.operators._fused import Demand, Step, fuse
 
 __all__ = ["skip", "skip_while", "take", "take_while"]
 
@@ -42,8 +42,13 @@ class _Take(Step):
 
         return cap
 
-    def code(self, index: int, rest: list[str]) -> list[str]:
-        return [f"remaining{index} -= 1", *rest, f"if not remaining{index}:", "    complete()"]
+    def code(self, index: int) -> list[str]:
+        return [f"remaining{index} -= 1"]
+
+    def after(self, index: int) -> list[str]:
+        # For an item that did not reach this step, remaining is still above
+        # 0: it reaches 0 only with the last item taken, and complete() stops the chain.
+        return [f"if not remaining{index}:", "    complete()"]
 
     def arguments(self, index: int) -> dict[str, object]:
         return {f"count{index}": self._count}
@@ -69,8 +74,8 @@ class _Skip(Step):
 
         return add
 
-    def code(self, index: int, rest: list[str]) -> list[str]:
-        return [f"if remaining{index}:", f"    remaining{index} -= 1", "else:", *indent(rest)]
+    def code(self, index: int) -> list[str]:
+        return [f"if remaining{index}:", f"    remaining{index} -= 1", "    break"]
 
     def arguments(self, index: int) -> dict[str, object]:
         return {f"count{index}": self._count}
@@ -85,8 +90,8 @@ class _TakeWhile(Step):
     def __init__(self, predicate: Callable[[Any], object]) -> None:
         self._predicate = predicate
 
-    def code(self, index: int, rest: list[str]) -> list[str]:
-        return [f"if predicate{index}(item):", *indent(rest), "else:", "    complete()"]
+    def code(self, index: int) -> list[str]:
+        return [f"if not predicate{index}(item):", "    complete()", "    break"]
 
     def arguments(self, index: int) -> dict[str, object]:
         return {f"predicate{index}": self._predicate}
@@ -102,14 +107,13 @@ class _SkipWhile(Step):
     def drops(self) -> bool:
         return True
 
-    def code(self, index: int, rest: list[str]) -> list[str]:
+    def code(self, index: int) -> list[str]:
         # Once an item has passed, the predicate is no longer called.
         return [
             f"if skipping{index} and predicate{index}(item):",
             f"    dropped{index} += 1",
-            "else:",
-            f"    skipping{index} = False",
-            *indent(rest),
+            "    break",
+            f"skipping{index} = False",
         ]
 
     def arguments(self, index: int) -> dict[str, object]:

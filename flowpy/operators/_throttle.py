@@ -22,7 +22,7 @@ from typing import Any, TypeVar, cast
 from flowpy._checks import none_error, require_publisher, require_seconds
 from flowpy.flow import Publisher, Subscriber, Subscription
 from flowpy.operators._base import StagePublisher
-from flowpy.operators._fused import Step, fuse, indent
+from flowpy.operators._fused import Step, fuse
 from flowpy.operators._timed import TOLERANCE, TimedStage
 from flowpy.schedulers import Scheduler, resolve_scheduler
 
@@ -211,14 +211,13 @@ class _ThrottleFirst(Step):
     def drops(self) -> bool:
         return True
 
-    def code(self, index: int, rest: list[str]) -> list[str]:
+    def code(self, index: int) -> list[str]:
         return [
             f"now{index} = clock{index}()",
-            f"if now{index} >= opens{index}:",
-            f"    opens{index} = now{index} + window{index}",
-            *indent(rest),
-            "else:",
+            f"if not now{index} >= opens{index}:",
             f"    dropped{index} += 1",
+            "    break",
+            f"opens{index} = now{index} + window{index}",
         ]
 
     def arguments(self, index: int) -> dict[str, object]:

@@ -47,8 +47,8 @@ class _Timestamp(Step):
     def __init__(self, now: Any) -> None:
         self._now = now
 
-    def code(self, index: int, rest: list[str]) -> list[str]:
-        return [f"item = timed{index}(item, clock{index}())", *rest]
+    def code(self, index: int) -> list[str]:
+        return [f"item = timed{index}(item, clock{index}())"]
 
     def arguments(self, index: int) -> dict[str, object]:
         return {f"timed{index}": Timestamped, f"clock{index}": self._now}
@@ -60,12 +60,11 @@ class _TimeInterval(Step):
     def __init__(self, now: Any) -> None:
         self._now = now
 
-    def code(self, index: int, rest: list[str]) -> list[str]:
+    def code(self, index: int) -> list[str]:
         return [
             f"now{index} = clock{index}()",
             f"item = timed{index}(item, now{index} - last{index})",
             f"last{index} = now{index}",
-            *rest,
         ]
 
     def arguments(self, index: int) -> dict[str, object]:

@@ -8,7 +8,7 @@ from contextvars import ContextVar, copy_context
 
 import pytest
 
-from flowpy._core.serial import SerialDrain
+from flowpy._core.serial import NESTING, SerialDrain, trampoline
 from flowpy.executors import DaemonThreadPool, direct_executor
 from tests.support import ManualExecutor, RejectingExecutor
 
@@ -319,3 +319,77 @@ def test_inline_yielding_drain_just_runs_another_pass() -> None:
     serial = SerialDrain.inline(drain)
     serial.signal()
     assert passes == [True, False]
+
+
+# --- The trampoline shared by the inline drains --------------------------------
+
+
+class _Chain:
+    """``count`` inline drains, each of whose passes signals the next: a pipeline's stages in miniature."""
+
+    def __init__(self, count: int, fail_at: int | None = None) -> None:
+        self.depth = 0
+        self.deepest = 0
+        self.passes: list[int] = []
+        self.fail_at = fail_at
+        self.drains = [SerialDrain.inline(lambda first, i=i: self._pass(i)) for i in range(count)]
+
+    def _pass(self, index: int) -> bool:
+        self.depth += 1
+        self.deepest = max(self.deepest, self.depth)
+        try:
+            self.passes.append(index)
+            if index == self.fail_at:
+                raise ValueError(index)
+            if index + 1 < len(self.drains):
+                self.drains[index + 1].signal()
+        finally:
+            self.depth -= 1
+        return False
+
+
+def test_inline_drains_below_the_nesting_limit_run_nested_as_before() -> None:
+    chain = _Chain(NESTING)
+    chain.drains[0].signal()
+    assert chain.passes == list(range(NESTING))
+    assert chain.deepest == NESTING
+
+
+def test_inline_drains_past_the_nesting_limit_are_handed_down_and_run_before_the_outermost_returns() -> None:
+    chain = _Chain(10 * NESTING)
+    chain.drains[0].signal()
+    assert chain.passes == list(range(10 * NESTING))  # each ran, once, in order
+    assert chain.deepest == NESTING  # never more nested than that, however long the chain
+
+
+def test_a_handed_down_pass_that_raises_propagates_from_the_outermost_call_and_leaves_its_drain_idle() -> None:
+    failing = 3 * NESTING // 2
+    chain = _Chain(2 * NESTING, fail_at=failing)
+    with pytest.raises(ValueError, match=str(failing)):
+        chain.drains[0].signal()
+    assert chain.passes == list(range(failing + 1))
+    chain.passes.clear()
+    chain.fail_at = None
+    chain.drains[failing].signal()  # idle again: the signal runs a pass, not only counts
+    assert chain.passes == list(range(failing, 2 * NESTING))
+
+
+def test_trampoline_runs_what_is_handed_down_after_the_raising_call_and_raises_the_first_error_chained() -> None:
+    ran: list[str] = []
+
+    def nest(level: int) -> None:
+        if level < NESTING + 2:
+            trampoline(lambda: nest(level + 1))
+            return
+        ran.append("deep")
+        raise KeyError("deep")
+
+    def outer() -> None:
+        nest(1)
+        ran.append("outer")
+        raise ValueError("outer")
+
+    with pytest.raises(KeyError) as raised:
+        trampoline(outer)
+    assert ran == ["outer", "deep"]  # handed down: run after the outermost call returned
+    assert isinstance(raised.value.__context__, ValueError)

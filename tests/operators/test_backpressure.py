@@ -347,3 +347,34 @@ def test_a_drain_that_finds_the_queue_empty_during_an_eviction_is_signalled_agai
     evictor.join(WAIT)
     assert recorder.items == [2]  # the eviction's append signalled the drain again
     assert drops == [1]
+
+
+@pytest.mark.timeout(60)
+def test_on_backpressure_buffer_300_stages_deliver_everything_under_any_demand() -> None:
+    # An item crossing the stages is handed down the trampoline every
+    # NESTING stages instead of recursing through all 300.
+    chain: Any = RangePublisher(0, 50)
+    for _ in range(300):
+        chain = operators.on_backpressure_buffer(chain)
+    recorder = drive(chain, [1, 3, 7])
+    assert recorder.items == list(range(50))
+    assert recorder.completed
+
+
+def test_on_backpressure_buffer_ends_with_on_error_when_the_downstream_runs_out_of_stack() -> None:
+    # A RecursionError out of the downstream's on_next is the pipeline's, not
+    # a broken subscriber's: the stream ends with on_error, not only a log.
+    spy = Spy(RangePublisher(0, 10))
+
+    def exhausted(item: int) -> None:
+        if item == 3:
+            raise RecursionError("maximum recursion depth exceeded")
+
+    recorder = Recorder(on_next_hook=exhausted)
+    operators.on_backpressure_buffer(spy).subscribe(recorder)
+    recorder.request(10)
+    assert recorder.done.wait(WAIT)
+    assert isinstance(recorder.error, RecursionError)
+    assert recorder.items == [0, 1, 2, 3]
+    assert spy.subscription.cancelled.is_set()
+    assert recorder.violations == []

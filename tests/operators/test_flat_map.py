@@ -208,3 +208,15 @@ def test_flat_map_inner_added_after_the_downstream_cancelled_is_cancelled_on_arr
     source.subscriber.on_next(1)
     assert inner.subscription.cancels == 1
     assert inner.subscription.requests == []
+
+
+@pytest.mark.timeout(60)
+def test_flat_map_1000_stages_deliver_everything() -> None:
+    # The on_subscribe of each stage and the subscribes of its inners go
+    # through the trampoline: no stage recurses through all those below it.
+    chain: Any = RangePublisher(0, 20)
+    for _ in range(1000):
+        chain = operators.flat_map(chain, just)
+    recorder = drive(chain, [1, 3, 7])
+    assert recorder.items == list(range(20))
+    assert recorder.completed

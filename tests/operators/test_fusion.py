@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import itertools
+import random
 import threading
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -143,3 +145,31 @@ def test_fusion_chains_of_one_shape_share_a_compiled_factory() -> None:
     assert isinstance(first, FusedPublisher) and isinstance(second, FusedPublisher)
     assert first._compiled is not None and second._compiled is not None
     assert first._compiled[0] is second._compiled[0]
+
+
+def test_fusion_a_thousand_predicate_stages_run_as_one_stage() -> None:
+    # Each step's code sits at the level of the others: no nesting per
+    # step, so the chain compiles at any length.
+    filtered = Flowable.range(0, 20)
+    waited = Flowable.range(0, 20)
+    for _ in range(1000):
+        filtered = filtered.filter(lambda x: x % 3)
+        waited = waited.take_while(lambda x: x < 15)
+    assert filtered.to_list().result(WAIT) == [x for x in range(20) if x % 3]
+    assert waited.to_list().result(WAIT) == list(range(15))
+
+
+@pytest.mark.parametrize("seed", [1, 2])  # chains that let 50 and 9 items through
+@pytest.mark.timeout(60)
+def test_fusion_a_long_chain_of_every_kind_matches_list_operations(seed: int) -> None:
+    rng = random.Random(seed)
+    # Mostly steps that keep items, so that some reach the end of 1,500 steps.
+    kept = {"take": 40, "skip": 1, "take_while": 10**12}  # the k that keeps most items
+    steps = []
+    for _ in range(1500):
+        kind = rng.choice(["filter", "skip", "take_while", "scan", "take"]) if rng.random() < 0.01 else "map"
+        steps.append((kind, kept.get(kind, rng.randint(2, 6))))
+    items = list(range(-30, 30))
+    recorder = drive(_apply_to_publisher(steps, just(*items)), [3, 5])
+    assert recorder.items == _apply_to_list(steps, items)
+    assert recorder.completed

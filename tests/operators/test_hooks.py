@@ -221,3 +221,14 @@ def test_do_finally_cancel_racing_the_completion_runs_it_once(run: int, tiny_swi
 def test_hooks_refuse_a_function_that_is_not_callable(name: str) -> None:
     with pytest.raises(TypeError, match=r"^fn must be callable, got None$"):
         getattr(operators, name)(just(1), None)
+
+
+@pytest.mark.timeout(60)
+def test_a_relay_chain_too_deep_for_the_stack_ends_with_on_error_not_a_hang() -> None:
+    # Relays pass each item straight on, so 400 of them recurse through one
+    # stack, past the recursion limit: the stream ends with on_error.
+    chain = Flowable.range(0, 10)
+    for _ in range(400):
+        chain = chain.do_on_complete(lambda: None)
+    with pytest.raises(RecursionError):
+        chain.to_list().result(30)

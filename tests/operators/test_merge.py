@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import deque
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -204,3 +205,18 @@ def test_flat_map_over_a_thousand_live_inners_delivers_everything_in_inner_order
     assert sorted(recorder.items) == list(range(20_000))
     for key in (0, 1, 999):
         assert [x for x in recorder.items if x % 1000 == key] == list(range(key, 20_000, 1000))
+
+
+@pytest.mark.parametrize("combine", [operators.concat, operators.merge])
+@pytest.mark.timeout(60)
+def test_merge_and_concat_nested_300_deep_deliver_everything(combine: Any) -> None:
+    # Each level's drain subscribes the level below inside its pass: the
+    # trampoline keeps that from recursing through all 300 on one stack.
+    nested: Any = RangePublisher(0, 5)
+    for _ in range(300):
+        nested = combine(nested, just(-1))
+    recorder = drive(nested, [1, 2, 3])
+    assert sorted(recorder.items) == sorted([0, 1, 2, 3, 4] + [-1] * 300)
+    if combine is operators.concat:
+        assert recorder.items == [0, 1, 2, 3, 4] + [-1] * 300
+    assert recorder.completed

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -327,3 +328,15 @@ def _push(source: SpyPublisher, *items: int) -> None:
     assert source.subscriber is not None
     for item in items:
         source.subscriber.on_next(item)
+
+
+@pytest.mark.timeout(60)
+def test_observe_on_300_stages_on_the_default_pool_deliver_everything() -> None:
+    # The subscribe and the on_subscribe of 300 stages go through the
+    # trampoline: none of them runs out of stack, none hangs.
+    chain: Any = RangePublisher(0, 50)
+    for _ in range(300):
+        chain = operators.observe_on(chain)
+    recorder = drive(chain, [1, 3, 7])
+    assert recorder.items == list(range(50))
+    assert recorder.completed

@@ -232,3 +232,15 @@ def test_default_if_empty_passes_an_error_on() -> None:
 def test_default_if_empty_none_item_raises_type_error() -> None:
     with pytest.raises(TypeError, match=r"^item must not be None \(rule 2\.13\)$"):
         operators.default_if_empty(just(1), None)
+
+
+@pytest.mark.timeout(60)
+def test_concat_map_300_stages_deliver_everything() -> None:
+    # Each stage's loop subscribes the next inner inside the loop of the
+    # stage above: through the trampoline, not 300 stages deep on one stack.
+    chain: Any = RangePublisher(0, 20)
+    for _ in range(300):
+        chain = operators.concat_map(chain, just)
+    recorder = drive(chain, [1, 3, 7])
+    assert recorder.items == list(range(20))
+    assert recorder.completed
