@@ -16,6 +16,8 @@ from concurrent.futures import Executor as FuturesExecutor
 from concurrent.futures import Future
 from typing import Any, Protocol, TypeVar, Union, runtime_checkable
 
+from flowpy._fork import at_fork_in_child
+
 __all__ = [
     "DaemonThreadPool",
     "DirectExecutor",
@@ -96,6 +98,10 @@ class DaemonThreadPool(FuturesExecutor):
     is the ``concurrent.futures`` interface. A task's exception is reported
     through :func:`threading.excepthook` when it came through ``execute``, and
     set on the future when it came through ``submit``.
+
+    In a child made by ``os.fork()`` the pool is empty: the parent's threads
+    and the tasks queued or running there are not in the child; a pool that
+    was not shut down starts threads of its own when handed tasks.
     """
 
     def __init__(self, max_workers: int | None = None, thread_name_prefix: str = "flowpy") -> None:
@@ -105,6 +111,14 @@ class DaemonThreadPool(FuturesExecutor):
             raise ValueError(f"max_workers must be positive, got {max_workers!r}")
         self._max_workers = max_workers
         self._prefix = thread_name_prefix
+        # Tasks in order; a None after them tells the workers to exit.
+        self._shutdown = False
+        self._start_empty()
+        with _pools_lock:
+            _pools.add(self)
+
+    def _start_empty(self) -> None:
+        """Set up a pool with no thread and no task (in ``__init__``, and again in a forked child)."""
         # Tasks in order; a None after them tells the workers to exit.
         self._tasks: queue.SimpleQueue[Task | None] = queue.SimpleQueue()
         # Released by a worker each time it becomes idle; taken by execute()
@@ -117,10 +131,8 @@ class DaemonThreadPool(FuturesExecutor):
         # Notified when the last unfinished task finishes.
         self._all_done = threading.Condition(self._lock)
         self._threads: list[threading.Thread] = []
-        self._shutdown = False
         self._unfinished = 0  # tasks queued or running
-        with _pools_lock:
-            _pools.add(self)
+        # self._shutdown (set in __init__, kept across a fork) is guarded by self._lock too.
 
     @property
     def max_workers(self) -> int:
@@ -235,10 +247,21 @@ class DaemonThreadPool(FuturesExecutor):
 
 
 _pools_lock = threading.Lock()
-_pools: weakref.WeakSet[DaemonThreadPool] = weakref.WeakSet()  # every pool not yet collected
+_pools: weakref.WeakSet[DaemonThreadPool] = weakref.WeakSet()  # every pool not yet collected; guarded by _pools_lock
 
 
 def live_pools() -> list[DaemonThreadPool]:
     """Every :class:`DaemonThreadPool` that has not been garbage-collected (the default one included)."""
     with _pools_lock:
         return list(_pools)
+
+
+@at_fork_in_child
+def _empty_pools_in_child() -> None:
+    """After ``os.fork()``, in the child: no pool has a thread or a task; locks held at the fork are replaced."""
+    global _pools, _pools_lock
+    _pools_lock = threading.Lock()
+    pools = list(_pools)
+    _pools = weakref.WeakSet(pools)  # a fresh set: another thread may have been iterating the old one
+    for pool in pools:
+        pool._start_empty()
