@@ -111,7 +111,6 @@ class DaemonThreadPool(FuturesExecutor):
             raise ValueError(f"max_workers must be positive, got {max_workers!r}")
         self._max_workers = max_workers
         self._prefix = thread_name_prefix
-        # Tasks in order; a None after them tells the workers to exit.
         self._shutdown = False
         self._start_empty()
         with _pools_lock:
@@ -121,10 +120,11 @@ class DaemonThreadPool(FuturesExecutor):
         """Set up a pool with no thread and no task (in ``__init__``, and again in a forked child)."""
         # Tasks in order; a None after them tells the workers to exit.
         self._tasks: queue.SimpleQueue[Task | None] = queue.SimpleQueue()
-        # Released by a worker each time it becomes idle; taken by execute()
-        # to reuse an idle worker instead of starting a thread.
-        self._idle = threading.Semaphore(0)
         # --- Guarded by self._lock -------------------------------------
+        # execute() calls no Python code of threading (a Semaphore's or a
+        # Condition's __enter__) unless it starts a thread: a KeyboardInterrupt
+        # raised in there, on the thread that submits, would leave that lock
+        # held, and every later execute() would block on it.
         # Held while a task is queued, so that no task lands behind the
         # shutdown sentinel, where no worker would ever take it.
         self._lock = threading.Lock()
@@ -132,6 +132,11 @@ class DaemonThreadPool(FuturesExecutor):
         self._all_done = threading.Condition(self._lock)
         self._threads: list[threading.Thread] = []
         self._unfinished = 0  # tasks queued or running
+        # Added to by a worker each time it becomes idle; taken by execute()
+        # to reuse an idle worker instead of starting a thread. It may count
+        # a worker that has taken a task meanwhile: that task then waits for
+        # a thread to be free, as in concurrent.futures.ThreadPoolExecutor.
+        self._idle_workers = 0
         # self._shutdown (set in __init__, kept across a fork) is guarded by self._lock too.
 
     @property
@@ -150,7 +155,9 @@ class DaemonThreadPool(FuturesExecutor):
                 raise RuntimeError("cannot schedule new tasks after shutdown")
             self._unfinished += 1
             self._tasks.put(task)
-            if not self._idle.acquire(blocking=False):
+            if self._idle_workers:
+                self._idle_workers -= 1
+            else:
                 self._add_thread_locked()
 
     def submit(self, fn: Callable[..., R], /, *args: Any, **kwargs: Any) -> Future[R]:
@@ -234,7 +241,7 @@ class DaemonThreadPool(FuturesExecutor):
             del task
             with self._lock:
                 self._task_done_locked()
-            self._idle.release()
+                self._idle_workers += 1
 
     def _task_done_locked(self) -> None:
         # Caller holds self._lock.
