@@ -146,13 +146,17 @@ class RejectingExecutor:
 # --- Interrupts into producer threads --------------------------------------------------
 
 
-def _set_async_exc(thread_id: int, exc: type[BaseException] | None) -> None:
-    """Make ``thread_id`` raise ``exc`` at its next check for pending work; ``None`` withdraws a pending one."""
+def _set_async_exc(thread_id: int, exc: type[BaseException] | None) -> int:
+    """Make ``thread_id`` raise ``exc`` at its next check for pending work; ``None`` withdraws a pending one.
+
+    Returns how many threads it reached. More than one happens when the
+    target is starting a thread: CPython makes the new thread's state with
+    the starter's id, which the new thread replaces only once it runs.
+    """
     target = ctypes.c_ulong(thread_id)
     if exc is None:
-        ctypes.pythonapi.PyThreadState_SetAsyncExc(target, None)
-    else:
-        ctypes.pythonapi.PyThreadState_SetAsyncExc(target, ctypes.py_object(exc))
+        return int(ctypes.pythonapi.PyThreadState_SetAsyncExc(target, None))
+    return int(ctypes.pythonapi.PyThreadState_SetAsyncExc(target, ctypes.py_object(exc)))
 
 
 class InterruptWindows:
@@ -174,6 +178,7 @@ class InterruptWindows:
         self._open = [False] * producers  # inside submit, not paused
         self._posted = [False] * producers  # an interrupt was raised into this submit already
         self.posted = 0
+        self.stray = 0  # interrupts withdrawn at once because they reached a second thread
 
     def open(self, index: int) -> None:
         """Producer ``index`` is about to call ``submit``."""
@@ -217,8 +222,11 @@ class InterruptWindows:
                 return False
             index = rng.choice(ready)
             self._posted[index] = True
+            if _set_async_exc(self._threads[index], AsyncInterrupt) != 1:
+                _set_async_exc(self._threads[index], None)
+                self.stray += 1
+                return False
             self.posted += 1
-            _set_async_exc(self._threads[index], AsyncInterrupt)
         return True
 
 
@@ -727,6 +735,8 @@ def run(
             if hung:
                 state.problems.append(f"hang: threads still running after the cleanup: {', '.join(hung)}")
         records = log.take()
+    if state.windows.stray:
+        state.problems.append(f"harness: {state.windows.stray} interrupts reached a thread starting meanwhile")
     _check(state, topology, probes, records, logged.records)
     scenario.struck = state.forks + state.interrupted
     if state.problems:
@@ -787,6 +797,7 @@ def _drive(
         disturbers.append(state.spawn("forker", lambda: _forker(state, pool)))
         disturbers.append(state.spawn("subscriber-churn", lambda: _churn(state)))
     elif scenario.kind == "interrupt":
+        _start_every_thread(pool)  # no thread starts inside a submit (see _set_async_exc)
         disturbers.append(state.spawn("interrupter", lambda: _interrupter(state)))
 
     windows = state.windows
@@ -878,6 +889,15 @@ def _wait_for_items(state: _Run, at: int) -> bool:
     with state.progress:
         state.progress.wait_for(lambda: state.accepted_total >= at or state.over, state.remaining())
         return not state.over
+
+
+def _start_every_thread(pool: DaemonThreadPool) -> None:
+    """Make ``pool`` start all its threads now: as many tasks as threads, each waiting for the others."""
+    barrier = threading.Barrier(pool.max_workers + 1)
+    for _ in range(pool.max_workers):
+        pool.execute(lambda: barrier.wait(10))
+    barrier.wait(10)
+    pool.wait_idle(10)
 
 
 def _interrupter(state: _Run) -> None:
