@@ -432,3 +432,49 @@ print(json.dumps({"result": result, "exit_code": process.exitcode}))
 def test_a_multiprocessing_fork_child_publishes_at_once_while_a_parent_thread_is_inside_subscribe(core: str) -> None:
     outcome = run_script(MULTIPROCESSING_SCRIPT, core)
     assert outcome == {"result": [1, 2, 3, "complete"], "exit_code": 0}
+
+
+EVERY_LOCK_SCRIPT = """
+import asyncio
+from flowpy import schedulers
+from flowpy.interop import asyncio as flowpy_asyncio
+from flowpy.interop.asyncio import from_async_iterable
+
+async def numbers():
+    for item in (1, 2, 3):
+        yield item
+
+def pull(publisher):
+    sink = Collect()
+    publisher.subscribe(sink)
+    return sink.items if sink.done.wait(10) else "timed out"
+
+assert pull(from_async_iterable(numbers())) == [1, 2, 3, "complete"]  # the background loop runs
+fired = threading.Event()
+schedulers.default_scheduler().schedule(fired.set, 0.0)
+assert fired.wait(10)  # the timer thread runs
+release = hold([
+    _exit._lock, _pool._pools_lock, default_executor()._lock,
+    schedulers._default_lock, schedulers._queue.lock, flowpy_asyncio._background_lock,
+])
+
+def work():
+    timer = threading.Event()
+    schedulers.default_scheduler().schedule(timer.set, 0.0)
+    return {
+        "publish": deliver(DEFAULT),
+        "timer": timer.wait(10),
+        "asyncio": pull(from_async_iterable(numbers())),
+    }
+
+results = in_child(work, 30)
+release.set()
+print(json.dumps(results))
+"""
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="os.fork() is POSIX only")
+@pytest.mark.timeout(120)
+def test_a_child_forked_while_a_parent_thread_holds_every_process_wide_lock_uses_timers_and_asyncio() -> None:
+    result = run_script(EVERY_LOCK_SCRIPT, "c" if _impl.CBufferedSubscription is not None else "python")
+    assert result == {"publish": [1, 2, 3, "complete"], "timer": True, "asyncio": [1, 2, 3, "complete"]}
