@@ -8,8 +8,8 @@ registry of live objects, a shared pool or thread) registers one callback
 here with :func:`at_fork_in_child`; this module registers with
 :func:`os.register_at_fork` once and runs those callbacks, in the order they
 were registered, in the child only. A callback must not block and must not
-take a lock that another thread could have held at the fork: it replaces
-such locks instead.
+take a lock that another thread could have held at the fork (it replaces
+such locks instead), and must not raise: the callbacks after it would not run.
 
 A leaf: it imports the standard library alone, so that :mod:`flowpy._pool`
 and :mod:`flowpy.tck` may use it.
