@@ -6,7 +6,9 @@
 Each scenario is decided by its kind and seed (see tests/stress/engine.py,
 which the bounded test group tests/stress uses too): producer threads, probe
 subscribers that request, cancel and raise from other threads, executors that
-refuse tasks or shut down mid-stream, all at a 1 µs switch interval. Runs every
+refuse tasks or shut down mid-stream, all at a 1 µs switch interval; the
+``fork`` kind forks the process mid-stream and checks the child, the
+``interrupt`` kind raises KeyboardInterrupt into producers inside submit. Runs every
 kind for each seed in turn until ``--seconds`` pass or the seeds run out, prints
 each failure in full (with the command that reruns it) and a summary; exits 1
 if any scenario failed.

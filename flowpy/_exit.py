@@ -16,7 +16,8 @@ exit flowpy therefore:
 
 It never waits for items no subscriber asked for, and never longer than the
 timeout. Executors of ``concurrent.futures`` join their own workers at exit,
-before this runs.
+before this runs. A child made by ``os.fork()`` inherits none of this: it
+forgets the parent's subscriptions, so it neither waits nor warns about them.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ import weakref
 from time import monotonic
 from typing import TYPE_CHECKING, Any
 
+from flowpy._fork import at_fork_in_child
 from flowpy._pool import live_pools
 from flowpy.errors import UndeliveredItemsWarning
 
@@ -48,6 +50,14 @@ def track(subscription: BufferedSubscription[Any]) -> None:
     """Look at ``subscription`` at exit (it is held weakly)."""
     with _lock:
         _subscriptions.add(subscription)
+
+
+@at_fork_in_child
+def _forget_in_child() -> None:
+    """After ``os.fork()``, in the child: the parent's subscriptions are not the child's to wait for or warn about."""
+    global _lock, _subscriptions
+    _lock = threading.Lock()
+    _subscriptions = weakref.WeakSet()
 
 
 def exit_timeout() -> float:

@@ -17,6 +17,7 @@ from concurrent.futures import Future
 from typing import Any, Protocol, TypeVar, Union, runtime_checkable
 
 from flowpy._checks import check_timeout
+from flowpy._fork import at_fork_in_child
 
 __all__ = [
     "DaemonThreadPool",
@@ -98,6 +99,10 @@ class DaemonThreadPool(FuturesExecutor):
     is the ``concurrent.futures`` interface. A task's exception is reported
     through :func:`threading.excepthook` when it came through ``execute``, and
     set on the future when it came through ``submit``.
+
+    In a child made by ``os.fork()`` the pool is empty: the parent's threads
+    and the tasks queued or running there are not in the child; a pool that
+    was not shut down starts threads of its own when handed tasks.
     """
 
     def __init__(self, max_workers: int | None = None, thread_name_prefix: str = "flowpy") -> None:
@@ -107,22 +112,33 @@ class DaemonThreadPool(FuturesExecutor):
             raise ValueError(f"max_workers must be positive, got {max_workers!r}")
         self._max_workers = max_workers
         self._prefix = thread_name_prefix
+        self._shutdown = False
+        self._start_empty()
+        with _pools_lock:
+            _pools.add(self)
+
+    def _start_empty(self) -> None:
+        """Set up a pool with no thread and no task (in ``__init__``, and again in a forked child)."""
         # Tasks in order; a None after them tells the workers to exit.
         self._tasks: queue.SimpleQueue[Task | None] = queue.SimpleQueue()
-        # Released by a worker each time it becomes idle; taken by execute()
-        # to reuse an idle worker instead of starting a thread.
-        self._idle = threading.Semaphore(0)
         # --- Guarded by self._lock -------------------------------------
+        # execute() calls no Python code of threading (a Semaphore's or a
+        # Condition's __enter__) unless it starts a thread: a KeyboardInterrupt
+        # raised in there, on the thread that submits, would leave that lock
+        # held, and every later execute() would block on it.
         # Held while a task is queued, so that no task lands behind the
         # shutdown sentinel, where no worker would ever take it.
         self._lock = threading.Lock()
         # Notified when the last unfinished task finishes.
         self._all_done = threading.Condition(self._lock)
         self._threads: list[threading.Thread] = []
-        self._shutdown = False
         self._unfinished = 0  # tasks queued or running
-        with _pools_lock:
-            _pools.add(self)
+        # Added to by a worker each time it becomes idle; taken by execute()
+        # to reuse an idle worker instead of starting a thread. It may count
+        # a worker that has taken a task meanwhile: that task then waits for
+        # a thread to be free, as in concurrent.futures.ThreadPoolExecutor.
+        self._idle_workers = 0
+        # self._shutdown (set in __init__, kept across a fork) is guarded by self._lock too.
 
     @property
     def max_workers(self) -> int:
@@ -140,7 +156,9 @@ class DaemonThreadPool(FuturesExecutor):
                 raise RuntimeError("cannot schedule new tasks after shutdown")
             self._unfinished += 1
             self._tasks.put(task)
-            if not self._idle.acquire(blocking=False):
+            if self._idle_workers:
+                self._idle_workers -= 1
+            else:
                 self._add_thread_locked()
 
     def submit(self, fn: Callable[..., R], /, *args: Any, **kwargs: Any) -> Future[R]:
@@ -230,7 +248,7 @@ class DaemonThreadPool(FuturesExecutor):
             del task
             with self._lock:
                 self._task_done_locked()
-            self._idle.release()
+                self._idle_workers += 1
 
     def _task_done_locked(self) -> None:
         # Caller holds self._lock.
@@ -243,10 +261,21 @@ class DaemonThreadPool(FuturesExecutor):
 
 
 _pools_lock = threading.Lock()
-_pools: weakref.WeakSet[DaemonThreadPool] = weakref.WeakSet()  # every pool not yet collected
+_pools: weakref.WeakSet[DaemonThreadPool] = weakref.WeakSet()  # every pool not yet collected; guarded by _pools_lock
 
 
 def live_pools() -> list[DaemonThreadPool]:
     """Every :class:`DaemonThreadPool` that has not been garbage-collected (the default one included)."""
     with _pools_lock:
         return list(_pools)
+
+
+@at_fork_in_child
+def _empty_pools_in_child() -> None:
+    """After ``os.fork()``, in the child: no pool has a thread or a task; locks held at the fork are replaced."""
+    global _pools, _pools_lock
+    _pools_lock = threading.Lock()
+    pools = list(_pools)
+    _pools = weakref.WeakSet(pools)  # a fresh set: another thread may have been iterating the old one
+    for pool in pools:
+        pool._start_empty()

@@ -17,12 +17,12 @@ daemon threads, so it never keeps the interpreter alive at exit.
 from __future__ import annotations
 
 import enum
-import os
 import threading
 from collections import deque
 from collections.abc import Callable
 
 from flowpy._core.serial import SerialDrain
+from flowpy._fork import at_fork_in_child
 from flowpy._pool import (
     DaemonThreadPool,
     DirectExecutor,
@@ -52,15 +52,12 @@ _default_lock = threading.Lock()
 _default: DaemonThreadPool | None = None
 
 
+@at_fork_in_child
 def _forget_default_in_child() -> None:
-    """After ``os.fork()``, in the child: the shared pool's threads do not exist there; make a new one on first use."""
+    """After ``os.fork()``, in the child: the child's first use makes a shared pool of its own."""
     global _default, _default_lock
     _default = None
     _default_lock = threading.Lock()
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_forget_default_in_child)
 
 
 def default_executor() -> DaemonThreadPool:

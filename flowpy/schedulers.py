@@ -39,7 +39,6 @@ from __future__ import annotations
 
 import atexit
 import heapq
-import os
 import threading
 import weakref
 from collections.abc import Callable
@@ -47,6 +46,7 @@ from time import monotonic
 from typing import Protocol, runtime_checkable
 
 from flowpy._checks import require_callable, require_seconds
+from flowpy._fork import at_fork_in_child
 from flowpy._signals import report
 from flowpy.executors import DEFAULT, Default, Executor, Task, default_executor, resolve_execute
 
@@ -488,14 +488,12 @@ def default_scheduler() -> TimerScheduler:
     return scheduler
 
 
+@at_fork_in_child
 def _reset_in_child() -> None:
     # The default scheduler itself survives: it looks the default executor up at each run.
     global _default_lock
     _queue.reset_in_child()
     _default_lock = threading.Lock()
 
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_reset_in_child)
 
 atexit.register(_queue.stop_at_exit)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import inspect
 import math
 import subprocess
 import sys
@@ -12,6 +14,7 @@ from typing import Any
 import pytest
 
 from flowpy.executors import DaemonThreadPool, SerialExecutor, as_execute, default_executor, direct_executor
+from tests.interrupts import InjectedInterrupt, InterruptAt, sweep
 from tests.support import ManualExecutor, RejectingExecutor, wait_until_waiting
 
 
@@ -243,3 +246,29 @@ def test_serial_executor_tasks_from_many_threads_never_overlap() -> None:
         assert overlaps == [] and count[0] == 4_000
     finally:
         pool.shutdown()
+
+
+def test_a_keyboard_interrupt_inside_execute_leaves_the_pool_usable() -> None:
+    """Ctrl-C anywhere in ``execute`` handing a task to an idle worker, threading's code included.
+
+    A lock of threading's Python code (a Semaphore's Condition) taken there
+    and left held by the interrupt would block every later ``execute``.
+    """
+    files = {inspect.getfile(DaemonThreadPool), threading.__file__}
+
+    def run(hook: InterruptAt) -> bool:
+        pool = DaemonThreadPool(1)
+        pool.execute(lambda: None)
+        assert pool.wait_idle(5)  # the one worker is idle: execute starts no thread
+        with contextlib.suppress(InjectedInterrupt), hook:
+            pool.execute(lambda: None)
+        ran = threading.Event()
+        threading.Thread(target=lambda: pool.execute(ran.set), daemon=True).start()
+        if not ran.wait(5):
+            return False  # that thread holds the pool's lock for ever: shutdown() would block too
+        pool.shutdown(wait=False)
+        return True
+
+    outcomes = [(hook.at, hook.fired.where if hook.fired else None, ran) for hook, ran in sweep(files, run)]
+    assert len(outcomes) > 2
+    assert [outcome for outcome in outcomes if not outcome[2]] == []

@@ -34,6 +34,7 @@ from typing import Generic, TypeVar
 from flowpy import flow
 from flowpy._checks import none_error, require_positive_int, require_publisher, require_subscriber
 from flowpy._demand import MAX_DEMAND, add_demand, check_request, replenish_limit
+from flowpy._fork import at_fork_in_child
 from flowpy._signals import reraise_fatal, signal_subscribe, signal_terminal
 from flowpy.flow import default_buffer_size
 from flowpy.interop._common import (
@@ -247,6 +248,14 @@ async def collect_async(publisher: flow.Publisher[T]) -> list[T]:
 
 _background_lock = threading.Lock()
 _background: asyncio.AbstractEventLoop | None = None  # guarded by _background_lock
+
+
+@at_fork_in_child
+def _forget_background_in_child() -> None:
+    """After ``os.fork()``, in the child: the loop's thread is not there; the child's first use starts its own."""
+    global _background, _background_lock
+    _background = None  # not closed: its selector's descriptors are shared with the parent
+    _background_lock = threading.Lock()
 
 
 def _background_loop() -> asyncio.AbstractEventLoop:

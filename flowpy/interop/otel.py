@@ -40,6 +40,7 @@ from types import TracebackType
 from typing import Any, Final
 
 from flowpy._extras import missing_extra
+from flowpy._fork import at_fork_in_child
 
 try:
     from opentelemetry import metrics
@@ -249,6 +250,15 @@ class StreamMetrics:
 
 _lock = threading.Lock()  # guards _per_provider
 _per_provider: weakref.WeakKeyDictionary[MeterProvider, StreamMetrics] = weakref.WeakKeyDictionary()
+
+
+@at_fork_in_child
+def _reset_locks_in_child() -> None:
+    """After ``os.fork()``, in the child: the locks another thread held at the fork are replaced."""
+    global _lock
+    _lock = threading.Lock()
+    for stream_metrics in list(_per_provider.values()):
+        stream_metrics._lock = threading.Lock()
 
 
 def instrument(

@@ -29,6 +29,7 @@ import weakref
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
+from flowpy._fork import at_fork_in_child
 from flowpy.spark._bridge import MAX_HELLO_BYTES, FlowpyDataSource, recv_json, send_json
 
 if TYPE_CHECKING:
@@ -238,6 +239,14 @@ def close_at_exit(stream: _Closable) -> None:
         if not _hooked:
             atexit.register(_close_open_streams)
             _hooked = True
+
+
+@at_fork_in_child
+def _forget_open_in_child() -> None:
+    """After ``os.fork()``, in the child: the parent's streams are the parent's to close."""
+    global _open, _open_lock
+    _open = weakref.WeakSet()
+    _open_lock = threading.Lock()
 
 
 def _close_open_streams() -> None:

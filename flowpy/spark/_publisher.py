@@ -10,6 +10,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, Literal, TypeVar, get_args
 
 from flowpy._checks import require_positive_int, require_subscriber
+from flowpy._fork import at_fork_in_child
 from flowpy.executors import DEFAULT, Default, Executor, Task, resolve_execute
 from flowpy.flow import Publisher, Subscriber
 from flowpy.spark._arrow import row_to_dict
@@ -40,6 +41,14 @@ _NOTHING: Any = object()
 # name from any thread; the same calls serve it.)
 _tagging: ThreadPoolExecutor | None = None
 _tagging_lock = threading.Lock()  # guards the creation of _tagging
+
+
+@at_fork_in_child
+def _forget_tagging_in_child() -> None:
+    """After ``os.fork()``, in the child: the tagging thread is not there; the child's first read starts its own."""
+    global _tagging, _tagging_lock
+    _tagging = None
+    _tagging_lock = threading.Lock()
 
 
 def _on_tagging_thread(spark: SparkSession, tag: str, call: Callable[[], T]) -> Future[T]:

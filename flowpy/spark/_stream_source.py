@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, Final, Literal
 from flowpy._checks import require_positive_int, require_publisher
 from flowpy._core.serial import SerialDrain
 from flowpy._core.upstream import UpstreamSlot
+from flowpy._fork import at_fork_in_child
 from flowpy.flow import Publisher, Subscriber, Subscription
 from flowpy.spark._arrow import ArrowTables, SchemaLike, is_columnar, rows_of, struct_of
 from flowpy.spark._bridge import FORMAT, offset_row, recv_json, send_frame, send_json
@@ -39,6 +40,14 @@ HELD_BATCHES: Final = 3
 """The source holds at most this many micro-batches of rows (see :func:`stream_source`)."""
 
 _streams: weakref.WeakSet[_SourceStream] = weakref.WeakSet()  # the live streams, for monitoring and tests
+
+
+@at_fork_in_child
+def _forget_streams_in_child() -> None:
+    """After ``os.fork()``, in the child: the parent's streams are not the child's."""
+    global _streams
+    _streams = weakref.WeakSet()
+
 
 # Implementation overview
 #

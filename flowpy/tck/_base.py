@@ -10,6 +10,7 @@ from collections.abc import Callable
 from typing import Any, ClassVar, TypeVar
 
 from flowpy import flow
+from flowpy._fork import at_fork_in_child
 from flowpy._pool import DaemonThreadPool, Executor
 from flowpy.tck.environment import TestEnvironment
 from flowpy.tck.helper_publisher import helper_publisher
@@ -168,3 +169,9 @@ def _shutdown(executor: Executor) -> None:
     shutdown = getattr(executor, "shutdown", None)
     if callable(shutdown):
         shutdown(wait=False)
+
+
+@at_fork_in_child
+def _reset_lock_in_child() -> None:
+    """After ``os.fork()``, in the child: replace a lock another thread may have held (the pools empty themselves)."""
+    WithHelperPublisher._executors_lock = threading.Lock()

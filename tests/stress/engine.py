@@ -4,7 +4,14 @@ One scenario, fully decided by ``(kind, seed)``: producer threads submit
 ``(producer, seq)`` items through a topology (a SubmissionPublisher alone, a
 MulticastProcessor, a TransformProcessor, or one of the buffering operators
 ``observe_on``, ``on_backpressure_buffer``, ``buffer``, ``merge``,
-``flat_map``) to several probe subscribers, at a 1 µs switch interval. Probes
+``flat_map``) to several probe subscribers, at a 1 µs switch interval. Two
+more kinds run the SubmissionPublisher alone under a disturbance: ``fork``
+forks the process while producers and subscribers run (and another thread
+keeps subscribing to new publishers), and checks that each child can
+publish on the default executor and on the scenario's pool at once and exits
+at once and silently; ``interrupt`` raises ``KeyboardInterrupt`` into
+producer threads inside ``submit`` (``PyThreadState_SetAsyncExc``: where
+CPython would run a Ctrl-C handler). Probes
 request in random batches from ``on_next`` or from their own thread, some
 cancel (from ``on_next`` or from another thread), some raise ``Exception`` or
 ``KeyboardInterrupt`` from ``on_next``; the executor of one stage may start
@@ -22,25 +29,36 @@ Checks, each a line in :class:`StressFailure`:
 * no exception escapes a thread, except the ``KeyboardInterrupt`` a probe
   raised, which must not be swallowed (it reaches ``threading.excepthook``
   or the thread that called into flowpy);
-* ``submit()`` raises nothing while producing.
+* ``submit()`` raises nothing while producing, except an injected interrupt;
+  after an interrupted ``submit`` its item may or may not be delivered (to
+  each probe), every other accepted item is, in order, and the producer lock
+  is free once the producers are done;
+* a forked child publishes and exits at once, warns about nothing, and the
+  parent's probes see their checks through as without the fork.
 """
 
 from __future__ import annotations
 
+import ctypes
 import dataclasses
+import json
 import logging
+import os
 import random
+import select
+import signal
 import sys
 import threading
 import time
 import traceback
+import warnings
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from flowpy import operators
+from flowpy import _exit, operators
 from flowpy.errors import ClosedPublisherError, MissingBackpressureError
-from flowpy.executors import DaemonThreadPool, Task
+from flowpy.executors import DEFAULT, DaemonThreadPool, Task
 from flowpy.flow import Publisher, Subscriber, Subscription
 from flowpy.processors import MulticastProcessor, TransformProcessor
 from flowpy.sources import IterablePublisher
@@ -61,8 +79,10 @@ KINDS = (
     "buffer",
     "merge",
     "flat_map",
+    "fork",
+    "interrupt",
 )
-"""The topologies a scenario can take."""
+"""The topologies a scenario can take (``fork`` and ``interrupt`` are the SubmissionPublisher alone)."""
 
 
 class StressFailure(AssertionError):
@@ -93,6 +113,10 @@ class ProbeError(Exception):
     """The Exception a probe raises from ``on_next``."""
 
 
+class AsyncInterrupt(KeyboardInterrupt):
+    """The KeyboardInterrupt the ``interrupt`` kind raises into a producer thread."""
+
+
 def repro_command(kind: str, seed: int) -> str:
     """The command that reruns one scenario."""
     return f"python benchmarks/stress.py --kind {kind} --seed {seed}"
@@ -119,6 +143,109 @@ class RejectingExecutor:
         self.pool.execute(task)
 
 
+# --- Interrupts into producer threads --------------------------------------------------
+
+
+def _set_async_exc(thread_id: int, exc: type[BaseException] | None) -> int:
+    """Make ``thread_id`` raise ``exc`` at its next check for pending work; ``None`` withdraws a pending one.
+
+    Returns how many threads it reached. More than one happens when the
+    target is starting a thread: CPython makes the new thread's state with
+    the starter's id, which the new thread replaces only once it runs.
+    """
+    target = ctypes.c_ulong(thread_id)
+    if exc is None:
+        return int(ctypes.pythonapi.PyThreadState_SetAsyncExc(target, None))
+    return int(ctypes.pythonapi.PyThreadState_SetAsyncExc(target, ctypes.py_object(exc)))
+
+
+class InterruptWindows:
+    """Where :class:`AsyncInterrupt` may be raised: in a producer thread, inside its ``submit``, once per call.
+
+    A producer opens its window just before ``submit`` and closes it just
+    after (``close`` withdraws an interrupt that did not fire yet), both
+    inside the ``try`` that catches the interrupt, so that none lands in the
+    harness's bookkeeping. A probe's signal that runs on a producer thread
+    (a blocked ``submit`` delivers) pauses the window first: an interrupt
+    lands at its start or not at all, never in the middle of its checks.
+    """
+
+    def __init__(self, producers: int) -> None:
+        self._local = threading.local()  # .index: the producer this thread is
+        self._lock = threading.Lock()
+        # --- Guarded by self._lock -------------------------------------
+        self._threads = [0] * producers  # thread ids
+        self._open = [False] * producers  # inside submit, not paused
+        self._posted = [False] * producers  # an interrupt was raised into this submit already
+        self.posted = 0
+        self.stray = 0  # interrupts withdrawn at once because they reached a second thread
+
+    def open(self, index: int) -> None:
+        """Producer ``index`` is about to call ``submit``."""
+        self._local.index = index
+        with self._lock:
+            self._threads[index] = threading.get_ident()
+            self._posted[index] = False
+            self._open[index] = True
+
+    def close(self, index: int) -> None:
+        """Producer ``index`` left ``submit``; idempotent."""
+        with self._lock:
+            self._open[index] = False
+            if self._posted[index]:
+                _set_async_exc(self._threads[index], None)
+
+    def pause(self) -> int | None:
+        """Close the calling producer's window for a probe's signal; return what :meth:`resume` takes."""
+        index: int | None = getattr(self._local, "index", None)
+        if index is None:
+            return None  # a pool thread
+        with self._lock:
+            if not self._open[index]:
+                return None
+            self._open[index] = False
+            if self._posted[index]:
+                _set_async_exc(self._threads[index], None)
+        return index
+
+    def resume(self, index: int | None) -> None:
+        """Reopen the window :meth:`pause` closed (the probe's signal returned normally)."""
+        if index is not None:
+            with self._lock:
+                self._open[index] = True
+
+    def strike(self, rng: random.Random) -> bool:
+        """Raise an interrupt into one producer whose window is open; whether one was."""
+        with self._lock:
+            ready = [i for i in range(len(self._open)) if self._open[i] and not self._posted[i]]
+            if not ready:
+                return False
+            index = rng.choice(ready)
+            self._posted[index] = True
+            if _set_async_exc(self._threads[index], AsyncInterrupt) != 1:
+                _set_async_exc(self._threads[index], None)
+                self.stray += 1
+                return False
+            self.posted += 1
+        return True
+
+
+class NoWindows(InterruptWindows):
+    """No interrupts: every method does nothing."""
+
+    def __init__(self) -> None:
+        super().__init__(0)
+
+    def open(self, index: int) -> None:
+        return None
+
+    def close(self, index: int) -> None:
+        return None
+
+    def pause(self) -> int | None:
+        return None
+
+
 # --- The probe subscriber -------------------------------------------------------
 
 
@@ -138,10 +265,21 @@ class ProbePlan:
 class Probe(Subscriber[Any]):
     """A subscriber that checks order per producer, demand, serial calls and the terminal signal."""
 
-    def __init__(self, plan: ProbePlan, producers: int, unpack: bool, deadline: float) -> None:
+    def __init__(
+        self,
+        plan: ProbePlan,
+        producers: int,
+        unpack: bool,
+        deadline: float,
+        uncertain: list[set[int]] | None = None,
+        windows: InterruptWindows | None = None,
+    ) -> None:
         self.plan = plan
         self.unpack = unpack
         self.deadline = deadline
+        # Per producer, the seqs of the submits that raised: they may be missing.
+        self.uncertain = uncertain if uncertain is not None else [set() for _ in range(producers)]
+        self.windows = windows if windows is not None else NoWindows()
         self.subscription: Subscription | None = None
         self.next_seq = [0] * producers
         self.received = 0
@@ -219,13 +357,14 @@ class Probe(Subscriber[Any]):
                 self._inside.release()
 
     def on_next(self, item: Any) -> None:
+        paused = self.windows.pause()
         entered = self._enter("on_next")
         try:
             if self.raised is not None:
                 self.problems.append(f"on_next({item!r}) after on_next raised {self.raised!r}")
             for producer, seq in item if self.unpack else (item,):
                 expected = self.next_seq[producer]
-                if seq != expected:
+                if seq < expected or any(s not in self.uncertain[producer] for s in range(expected, seq)):
                     what = "duplicated or reordered" if seq < expected else f"items {expected}..{seq - 1} lost"
                     self.problems.append(f"producer {producer}: got seq {seq}, expected {expected} ({what})")
                 self.next_seq[producer] = max(expected, seq + 1)
@@ -249,8 +388,10 @@ class Probe(Subscriber[Any]):
         finally:
             if entered:
                 self._inside.release()
+        self.windows.resume(paused)
 
     def _terminal(self, name: str, error: BaseException | None) -> None:
+        self.windows.pause()  # closed for the rest of this submit: the probe has ended
         entered = self._enter(name)
         try:
             described = f"on_error({error!r})" if error is not None else "on_complete"
@@ -323,6 +464,8 @@ class Scenario:
     fault_at: int  # items accepted (over all producers) before the fault strikes
     fault_on_stage: bool  # the fault hits the operator's executor, else the source's
     probes: list[ProbePlan]
+    strikes: tuple[int, ...] = ()  # fork, interrupt: items accepted (over all producers) before each fork or interrupt
+    struck: int = 0  # after a run: the children forked, or the submits an interrupt ended
 
     @classmethod
     def draw(cls, kind: str, seed: int) -> Scenario:
@@ -347,6 +490,13 @@ class Scenario:
                 )
             )
         fault = rng.choice(["none", "none", "reject", "shutdown"])
+        fault_at = rng.randint(0, total)
+        fault_on_stage = kind in ("observe_on", "transform") and rng.random() < 0.5
+        strikes: tuple[int, ...] = ()
+        if kind in ("fork", "interrupt"):
+            fault = "none"  # the disturbance is the fork or the interrupts
+            count = rng.randint(1, 2) if kind == "fork" else rng.randint(1, 12)
+            strikes = tuple(sorted(rng.randint(0, total - 1) for _ in range(count)))
         return cls(
             kind=kind,
             seed=seed,
@@ -356,9 +506,10 @@ class Scenario:
             prefetch=rng.choice([1, 2, 8, 64]),
             pool_threads=rng.choice([1, 2, 3]),
             fault=fault,
-            fault_at=rng.randint(0, total),
-            fault_on_stage=kind in ("observe_on", "transform") and rng.random() < 0.5,
+            fault_at=fault_at,
+            fault_on_stage=fault_on_stage,
             probes=probes,
+            strikes=strikes,
         )
 
     def describe(self) -> str:
@@ -381,6 +532,9 @@ class Scenario:
                 + (f"{self.fault_at} more tasks" if self.fault == "reject" else f"{self.fault_at} items")
             )
         )
+        if self.strikes:
+            what = "forks" if self.kind == "fork" else "interrupts"
+            fault = f"{what} after {', '.join(map(str, self.strikes))} items"
         return (
             f"{self.kind}: {self.producers} producers x {self.items} items, capacity {self.capacity}, "
             f"prefetch {self.prefetch}, {self.pool_threads} pool threads, {fault}; {probes}"
@@ -407,7 +561,7 @@ def _build(scenario: Scenario, source_executor: Any, stage_executor: Any) -> Top
         for _ in range(scenario.producers if per_producer else 1)
     ]
     source = sources[0]
-    if kind == "publisher":
+    if kind in ("publisher", "fork", "interrupt"):
         return Topology(sources, source, probes)
     if kind == "multicast":
         multicast = MulticastProcessor[Item](scenario.prefetch)
@@ -487,7 +641,11 @@ class _Run:
         self.caught: list[tuple[str, BaseException, str]] = []  # exceptions that ended a helper thread
         self.threads: list[threading.Thread] = []
         self.accepted = [0] * scenario.producers  # submits that returned
-        self.uncertain = [False] * scenario.producers  # a submit raised: its item may or may not be delivered
+        # Per producer, the seqs whose submit raised: each may or may not be delivered.
+        self.uncertain: list[set[int]] = [set() for _ in range(scenario.producers)]
+        self.windows = InterruptWindows(scenario.producers) if scenario.kind == "interrupt" else NoWindows()
+        self.interrupted = 0  # submits an AsyncInterrupt ended (guarded by progress)
+        self.forks = 0  # children forked and checked
         self.accepted_total = 0
         self.released = False  # the sources were closed to release a failed run's threads
         self.over = False  # production ended (or the run failed): the saboteur gives up (guarded by progress)
@@ -548,10 +706,13 @@ def run(
         topology = _build(scenario, source_executor, stage_executor)
         if wrap is not None:
             topology.stream = wrap(topology.stream)
-        probes = [Probe(plan, scenario.producers, topology.unpack, state.deadline) for plan in scenario.probes]
+        probes = [
+            Probe(plan, scenario.producers, topology.unpack, state.deadline, state.uncertain, state.windows)
+            for plan in scenario.probes
+        ]
         dump = ""
         try:
-            _drive(state, topology, probes, rejecting, faulty_pool)
+            _drive(state, topology, probes, rejecting, faulty_pool, pool)
         finally:
             if any(problem.startswith("hang") for problem in state.problems):
                 dump = thread_dump()
@@ -574,7 +735,10 @@ def run(
             if hung:
                 state.problems.append(f"hang: threads still running after the cleanup: {', '.join(hung)}")
         records = log.take()
+    if state.windows.stray:
+        state.problems.append(f"harness: {state.windows.stray} interrupts reached a thread starting meanwhile")
     _check(state, topology, probes, records, logged.records)
+    scenario.struck = state.forks + state.interrupted
     if state.problems:
         lines = "\n".join(f"  - {problem}" for problem in state.problems)
         accepted = f"  accepted per producer: {state.accepted}"
@@ -595,6 +759,7 @@ def _drive(
     probes: list[Probe],
     rejecting: RejectingExecutor,
     faulty_pool: DaemonThreadPool,
+    pool: DaemonThreadPool,
 ) -> None:
     scenario = state.scenario
     for probe in probes:
@@ -615,6 +780,7 @@ def _drive(
             return
         time.sleep(0.001)
 
+    disturbers: list[threading.Thread] = []  # they end soon after production does
     if scenario.fault == "reject":
         rejecting.armed = True
     elif scenario.fault == "shutdown":
@@ -627,16 +793,45 @@ def _drive(
             faulty_pool.shutdown(wait=False)
 
         state.spawn("saboteur", saboteur)
+    elif scenario.kind == "fork":
+        disturbers.append(state.spawn("forker", lambda: _forker(state, pool)))
+        disturbers.append(state.spawn("subscriber-churn", lambda: _churn(state)))
+    elif scenario.kind == "interrupt":
+        _start_every_thread(pool)  # no thread starts inside a submit (see _set_async_exc)
+        disturbers.append(state.spawn("interrupter", lambda: _interrupter(state)))
+
+    windows = state.windows
 
     def producer(index: int) -> Callable[[], None]:
         target = topology.sources[index if len(topology.sources) > 1 else 0]
 
         def produce() -> None:
             for seq in range(scenario.items):
-                try:
-                    target.submit((index, seq))
-                except BaseException as exc:
-                    state.uncertain[index] = True
+                # The window opens and closes inside the try: an interrupt lands in it or not at all.
+                error: BaseException | None = None
+                started = accepted = interrupted = False
+                while True:
+                    try:
+                        if not started:
+                            started = True
+                            windows.open(index)
+                            target.submit((index, seq))
+                            accepted = True
+                        windows.close(index)
+                        break
+                    except AsyncInterrupt:
+                        interrupted = True
+                    except BaseException as exc:
+                        error = exc
+                if interrupted:
+                    with state.progress:
+                        state.interrupted += 1
+                if error is None and not accepted:
+                    state.uncertain[index].add(seq)  # before the next submit, which a probe may see first
+                    continue
+                if error is not None:
+                    exc = error
+                    state.uncertain[index].add(seq)
                     if state.released and isinstance(exc, ClosedPublisherError):
                         return  # the run already failed; its cleanup closed the sources
                     if not isinstance(exc, ProbeInterrupt):
@@ -660,10 +855,16 @@ def _drive(
     for thread in producers:
         thread.join(state.remaining())
     state.end_production()
-    stuck = [t.name for t in producers if t.is_alive()]
+    for thread in disturbers:
+        thread.join(state.remaining())
+    stuck = [t.name for t in [*producers, *disturbers] if t.is_alive()]
     if stuck:
-        state.problems.append(f"hang: {', '.join(stuck)} still in submit() after the run's timeout")
+        state.problems.append(f"hang: {', '.join(stuck)} still running after the run's timeout")
         return
+    for index, source in enumerate(topology.sources):
+        if not _lock_is_free(source):
+            state.problems.append(f"hang: the producer lock of source {index} is held after every producer returned")
+            return
     for source in topology.sources:
         source.close()
     for probe in probes:
@@ -673,6 +874,165 @@ def _drive(
         state.problems.append(
             f"hang: {', '.join(silent)} got no terminal signal after every producer finished and the sources closed"
         )
+
+
+def _lock_is_free(publisher: SubmissionPublisher[Any]) -> bool:
+    """Whether another thread can take the producer lock (a query takes it) within a few seconds."""
+    answered = threading.Event()
+    querier = threading.Thread(target=lambda: (publisher.number_of_subscribers, answered.set()), daemon=True)
+    querier.start()
+    return answered.wait(5)
+
+
+def _wait_for_items(state: _Run, at: int) -> bool:
+    """Wait until ``at`` items were accepted; whether production still runs."""
+    with state.progress:
+        state.progress.wait_for(lambda: state.accepted_total >= at or state.over, state.remaining())
+        return not state.over
+
+
+def _start_every_thread(pool: DaemonThreadPool) -> None:
+    """Make ``pool`` start all its threads now: as many tasks as threads, each waiting for the others."""
+    barrier = threading.Barrier(pool.max_workers + 1)
+    for _ in range(pool.max_workers):
+        pool.execute(lambda: barrier.wait(10))
+    barrier.wait(10)
+    pool.wait_idle(10)
+
+
+def _interrupter(state: _Run) -> None:
+    """Raise an AsyncInterrupt into a producer inside submit at each strike, while production runs."""
+    rng = random.Random(f"interrupter:{state.scenario.seed}")
+    for at in state.scenario.strikes:
+        if not _wait_for_items(state, at):
+            return
+        while not state.windows.strike(rng):  # no producer is inside submit just now
+            with state.progress:
+                if state.over:
+                    return
+            time.sleep(0)
+
+
+def _churn(state: _Run) -> None:
+    """Subscribe to new publishers on the default executor until production ends: a fork may come mid-subscribe."""
+    while True:
+        with state.progress:
+            if state.over:
+                return
+        publisher = SubmissionPublisher[int]()
+        sink = _Collect()
+        publisher.subscribe(sink)
+        publisher.submit(1)
+        publisher.close()
+        if sink.outcome(state.remaining()) != [1, "complete"]:
+            state.problems.append(f"subscriber churn in the parent: got {sink.items}")
+            return
+
+
+class _Collect(Subscriber[Any]):
+    """Requests everything and keeps what arrives."""
+
+    def __init__(self) -> None:
+        self.items: list[Any] = []
+        self.done = threading.Event()
+
+    def on_subscribe(self, subscription: Subscription) -> None:
+        subscription.request(MAX)
+
+    def on_next(self, item: Any) -> None:
+        self.items.append(item)
+
+    def on_error(self, error: BaseException) -> None:
+        self.items.append(repr(error))
+        self.done.set()
+
+    def on_complete(self) -> None:
+        self.items.append("complete")
+        self.done.set()
+
+    def outcome(self, timeout: float) -> list[Any] | str:
+        return self.items if self.done.wait(timeout) else f"timed out with {self.items}"
+
+
+CHILD_TIMEOUT = 10.0
+"""Seconds a forked child has to answer before it counts as hung."""
+
+
+def _in_child(pool: DaemonThreadPool) -> dict[str, Any]:
+    """In a forked child: publish on the default executor and on the parent's pool, then run flowpy's exit duties."""
+    start = time.monotonic()
+    result: dict[str, Any] = {}
+    for name, executor in (("default", DEFAULT), ("parent pool", pool)):
+        publisher = SubmissionPublisher[int](executor)
+        sink = _Collect()
+        publisher.subscribe(sink)
+        for item in range(3):
+            publisher.submit(item)
+        publisher.close()
+        result[name] = sink.outcome(CHILD_TIMEOUT / 3)
+    result["use seconds"] = time.monotonic() - start
+    os.environ["FLOWPY_EXIT_TIMEOUT"] = str(CHILD_TIMEOUT * 2)  # a wait for the parent's streams would show
+    start = time.monotonic()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        _exit._at_exit()
+    result["exit seconds"] = time.monotonic() - start
+    result["warnings"] = [str(w.message) for w in caught]
+    return result
+
+
+def _fork_once(pool: DaemonThreadPool) -> list[str]:
+    """Fork; check the child (see :func:`_in_child`); return the problems."""
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: never returns
+        code = 1
+        try:
+            os.close(read)
+            os.write(write, json.dumps(_in_child(pool)).encode())
+            code = 0
+        finally:
+            os._exit(code)
+    os.close(write)
+    ready, _, _ = select.select([read], [], [], CHILD_TIMEOUT)
+    if ready:
+        with os.fdopen(read, "rb") as stream:
+            text = stream.read()
+    else:
+        os.close(read)
+        os.kill(pid, signal.SIGKILL)
+        text = b""
+    _, status = os.waitpid(pid, 0)
+    code = os.waitstatus_to_exitcode(status)
+    if not text:
+        return [f"fork: the child {'hung' if not ready else 'failed'} (exit code {code})"]
+    result = json.loads(text)
+    problems = [
+        f"fork: in the child, a publisher on the {name} executor got {result[name]}"
+        for name in ("default", "parent pool")
+        if result[name] != [0, 1, 2, "complete"]
+    ]
+    if result["use seconds"] > CHILD_TIMEOUT / 3:
+        problems.append(f"fork: the child took {result['use seconds']:.1f} s to publish")
+    if result["exit seconds"] > 1.0:
+        problems.append(f"fork: the child's exit duties took {result['exit seconds']:.1f} s")
+    problems.extend(f"fork: the child warned at exit: {message}" for message in result["warnings"])
+    if code != 0:
+        problems.append(f"fork: the child exited with {code}")
+    return problems
+
+
+def _forker(state: _Run, pool: DaemonThreadPool) -> None:
+    """Fork at each strike while production runs."""
+    for at in state.scenario.strikes:
+        if not _wait_for_items(state, at):
+            return
+        problems = _fork_once(pool)
+        state.problems.extend(problems)
+        with state.progress:
+            state.forks += 1
+        if problems:
+            return
 
 
 def _check(
@@ -740,6 +1100,10 @@ def _check(
         if error is not None and error is not probe.raised:
             if fault_error(error) or isinstance(error, RunEnded):
                 early = True
+            elif scenario.kind == "interrupt" and isinstance(error, AsyncInterrupt):
+                # The interrupt landed in a delivery on the producer's thread: that
+                # subscription ends with it (docs/submission-publisher.md, "Ctrl-C").
+                early = True
             elif scenario.kind in {"multicast", "transform"} and isinstance(error, ProbeInterrupt):
                 # A KeyboardInterrupt from one subscriber is re-raised on the thread it
                 # was raised on (docs/java-mapping.md, "Exceptions raised by user code").
@@ -755,7 +1119,7 @@ def _check(
         for producer in range(scenario.producers):
             seen = probe.next_seq[producer]
             accepted = state.accepted[producer]
-            most = accepted + (1 if state.uncertain[producer] else 0)
+            most = max(accepted, max(state.uncertain[producer], default=-1) + 1)
             if seen > most:
                 problems.append(f"{name}: producer {producer}: saw {seen} items, only {accepted} were accepted")
             elif not early and seen < accepted:
