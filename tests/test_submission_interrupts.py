@@ -28,7 +28,7 @@ import pytest
 from flowpy.executors import direct_executor
 from flowpy.submission import SubmissionPublisher
 from tests.interrupts import InjectedInterrupt, InterruptAt, sweep
-from tests.support import ManualExecutor, Recorder
+from tests.support import ManualExecutor, Recorder, wait_until_waiting
 
 MAX = 2**63 - 1
 
@@ -277,3 +277,50 @@ def test_interrupt_inside_a_timed_wait_for_space_leaves_the_lock_and_subscriptio
             failures.append(f"interrupt {hook.at} ({where}): {problems}")
     assert runs > 20
     assert not failures, f"{len(failures)} of {runs} runs broke the publisher:\n" + "\n".join(failures[:20])
+
+
+@pytest.mark.timeout(60)
+def test_interrupt_after_the_wait_for_space_released_the_lock_still_hands_the_turn_on(core_impl: str) -> None:
+    # threading.Condition.wait releases the lock (_release_save) before its
+    # try; an interrupt right there unwinds the blocked submit without the
+    # lock, while another producer waits for the turn that submit holds.
+    executor = ManualExecutor()
+    publisher: SubmissionPublisher[int] = SubmissionPublisher(executor, 1)
+    stalled = Recorder()
+    publisher.subscribe(stalled)
+    executor.run_all()
+    publisher.submit(1)  # the buffer is full: the next submit blocks holding the turn
+    space = publisher._space
+    second: list[BaseException | None] = []
+
+    def submit_three() -> None:
+        try:
+            publisher.submit(3)
+        except BaseException as exc:
+            second.append(exc)
+        else:
+            second.append(None)
+
+    waiter = threading.Thread(target=submit_three, name="waits-for-the-turn", daemon=True)
+
+    def interrupted_wait(timeout: float | None = None) -> bool:
+        del space.wait  # the next waits are real ones
+        space._release_save()  # type: ignore[attr-defined]
+        waiter.start()
+        wait_until_waiting(waiter)  # on the turn, since this producer holds it
+        raise KeyboardInterrupt("inside Condition.wait, the lock released")
+
+    space.wait = interrupted_wait  # type: ignore[method-assign]
+    with pytest.raises(KeyboardInterrupt, match="the lock released"):
+        publisher.submit(2)
+    assert lock_is_free(publisher)
+    assert stalled.subscription is not None
+    stalled.subscription.request(MAX)
+    executor.run_all()  # item 1 goes, which makes space for the waiter's item
+    waiter.join(10)
+    assert not waiter.is_alive(), "the producer waiting for the turn was never woken"
+    assert second == [None]
+    publisher.close()
+    executor.run_all()
+    assert stalled.items == [1, 3]
+    assert stalled.completed and not stalled.violations
