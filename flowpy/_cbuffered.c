@@ -2325,7 +2325,7 @@ core_submit(PyObject *op, PyObject *item)
                 break;
             }
             if (ring_reserve((BufObject *)subscription) < 0) {
-                return NULL; /* nothing was buffered yet */
+                return PyErr_NoMemory(); /* nothing was buffered yet */
             }
         }
         if (n > 0 && i == n) {
