@@ -1914,6 +1914,15 @@ static PyType_Spec lock_spec = {
  * (_publish, _publish_locked, _wait_turn, _retry, _live, _offer_each,
  * _closed_error) for everything else, exactly where the reference would
  * take those paths.
+ *
+ * Every field is written, by this code or by the reference's (through the
+ * member descriptors), only by the thread holding the producer lock, and
+ * this code reads them only holding it, except the GIL build's fast path of
+ * submit, which reads them in one section as if it held it. Without the
+ * GIL, the lock orders them; the reference reads _closed and
+ * _subscriptions without it (is_closed, snapshot), so this code writes
+ * _subscriptions as the member descriptor does (prune), and _blocked,
+ * which tests poll, with ATOMIC_STORE.
  */
 typedef struct {
     PyObject_HEAD
@@ -2015,10 +2024,10 @@ core_retry(CoreObject *self, PyObject *item, PyObject *saturated, Py_ssize_t lag
             }
             /* _blocked names this thread while it runs the task, so that a
                submit from inside it raises rather than waits for its turn. */
-            self->blocked = me;
+            ATOMIC_STORE(self->blocked, me);
             int consumed = consume(subscription);
             clear_waiting(subscription); /* the finally: stop_waiting(), _blocked = 0, notify */
-            self->blocked = 0;
+            ATOMIC_STORE(self->blocked, 0);
             PyObject *raised = consumed < 0 ? take_exception() : NULL;
             if (notify_turn(self) < 0) {
                 if (raised != NULL) {
