@@ -103,7 +103,7 @@ DropHandler = Callable[[Subscriber[T], T], bool]
 _CONTENDED_YIELDS: Final = 16 if getattr(sys, "_is_gil_enabled", lambda: True)() else 0
 """How often a producer yields the GIL for a held producer lock before it blocks on it.
 
-None where the GIL was off when flowpy was imported: the convoy these yields
+Zero where the GIL was off when flowpy was imported: the convoy these yields
 avoid is one of threads taking turns at the GIL.
 """
 
@@ -165,8 +165,12 @@ class SubmissionPublisher(PublisherCore, Publisher[T], Generic[T]):
         self._turn = threading.Condition(self._lock)
         self._turn_waiters = 0  # producers inside self._turn.wait(); notified only if there are any
         self._blocked = 0  # ident of the producer waiting on self._space, holding the turn; 0 if none
-        self._subscriptions: tuple[BufferedSubscription[T], ...] = ()  # replaced, never mutated
-        self._closed = False  # set once; read without the lock by is_closed
+        # Replaced, never mutated: snapshot() reads it without the lock, and
+        # gets a tuple that was stored whole (a lone attribute read is never torn).
+        self._subscriptions: tuple[BufferedSubscription[T], ...] = ()
+        # Set once; read without the lock by is_closed, is_subscribed and
+        # snapshot, which report a state that was true at some point.
+        self._closed = False
         self._closed_exception: BaseException | None = None  # set with _closed, if exceptional
 
     # --- Publisher -----------------------------------------------------------
@@ -256,7 +260,7 @@ class SubmissionPublisher(PublisherCore, Publisher[T], Generic[T]):
                 # here to save a call per item; a full or closed buffer takes
                 # nothing, and the general path below handles it.
                 subscription = subscriptions[0]
-                if type(subscription) is _INLINE_OFFER:  # not a compiled one left from the other core
+                if type(subscription) is _INLINE_OFFER:  # nor a compiled one left from the other core
                     buffer = subscription._buffer
                     n = len(buffer)
                     if n < subscription._capacity:
