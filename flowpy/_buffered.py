@@ -3,20 +3,21 @@
 from __future__ import annotations
 
 import contextlib
+import sysconfig
 import threading
 from collections import deque
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from contextvars import Context
 from threading import get_ident
-from typing import Generic, TypeVar
+from typing import Final, Generic, TypeVar, cast
 
 from flowpy._demand import MAX_DEMAND, check_request
 from flowpy._signals import report
 from flowpy.executors import Task
 from flowpy.flow import Subscriber, Subscription
 
-__all__ = ["BufferedSubscription", "Handler"]
+__all__ = ["FREE_THREADED", "BufferedSubscription", "Handler"]
 
 T = TypeVar("T")
 
@@ -30,10 +31,12 @@ Handler = Callable[[Subscriber[T], BaseException], object]
 # deque; one consumer task at a time pops from it and calls the subscriber.
 # Only the consumer pops, so a length the consumer has read can only grow.
 #
-# The hot paths take no lock per item. They rely on plain attribute loads and
-# stores being sequentially consistent, which the GIL gives. Each racy read is
-# paired with a write on the other side in "store, then load" order, so that
-# at least one side sees the other (Dekker):
+# With the GIL, the hot paths take no lock per item. They rely on plain
+# attribute loads and stores (and deque operations) being sequentially
+# consistent, which the GIL gives: one thread runs at a time, and a switch
+# orders everything before it. Each racy read is paired with a write on the
+# other side in "store, then load" order, so that at least one side sees the
+# other (Dekker):
 #
 #   producer:  append(item); load running       consumer exit:  store running = False; load len(buffer)
 #   producer:  store waiting; load len(buffer)  consumer:       popleft(); load alert (set with waiting)
@@ -44,6 +47,33 @@ Handler = Callable[[Subscriber[T], BaseException], object]
 # thread claims it; a producer blocked on a full buffer claims a pending task
 # and runs it itself, so a blocked producer never starves the consumer it
 # waits for, whatever the executor (the JDK's helpAsyncBlocker).
+#
+# On a free-threaded build (FREE_THREADED) nothing makes those pairs
+# sequentially consistent: Python promises no order between accesses to
+# different objects made without a common lock. There, each pair has its
+# lock-side under self._lock, which orders it by mutual exclusion:
+#
+#   - offer and extend append and load running and demand in one
+#     self._lock section (the variants under "Producer side"), which the
+#     exit handshake's section either precedes or follows;
+#   - wait_for_space stores waiting and alert and looks for space in one
+#     section; the consumer ends every batch with a section that loads
+#     waiting (and whose end it goes on from, seeing stop), so a wake-up
+#     or a stop is at most one batch late; the per-item look at alert stays,
+#     as a hint that makes them prompt;
+#   - every other racy read comes after a section of this thread that any
+#     write it needs came before; each says which, next to it.
+#
+# A racy read of a lone attribute is safe on both builds: CPython never
+# tears one (on a free-threaded build, PEP 703's per-object locking and
+# atomic reference loads), so it gives a value that was stored.
+
+
+FREE_THREADED: Final = bool(sysconfig.get_config_var("Py_GIL_DISABLED"))
+"""Whether this interpreter is a free-threaded build, where the GIL may be off (see above)."""
+
+_NO_SECTION: Final = contextlib.nullcontext()
+"""What a slow path enters instead of ``self._lock`` with the GIL, where its racy pair needs none."""
 
 
 def _lock_of(condition: threading.Condition) -> AbstractContextManager[object]:
@@ -136,8 +166,12 @@ class BufferedSubscription(Subscription, Generic[T]):
         self._execute: Callable[[Task], object] | None = execute  # None once closed
 
         # --- Racy flags: set by any thread, cleared by the consumer ---
+        # Without the GIL, _alert is a hint: the section ending each batch
+        # (_end_batch) loads _waiting, and _stop after it (see the overview).
         self._alert = False  # look at _stop and _waiting before delivering the next item
-        self._waiting = False  # a producer waits for space (written under the publisher's lock)
+        # A producer waits for space (written under the publisher's lock; set,
+        # on a free-threaded build, in wait_for_space's self._lock section).
+        self._waiting = False
 
         # --- Consumer task only; read racily by producers on the slow path ---
         self._opened = False  # on_subscribe was delivered
@@ -247,32 +281,66 @@ class BufferedSubscription(Subscription, Generic[T]):
             raise
 
     # --- Producer side (caller holds the publisher's lock) ------------------
+    # offer and extend append, then load running (see the overview): with
+    # the GIL as they go, on a free-threaded build in one self._lock section.
 
-    def offer(self, item: T) -> int:
-        """Buffer ``item``; return the items now buffered, 0 if full, -1 if closed."""
-        buffer = self._buffer
-        n = len(buffer)
-        if n >= self._capacity:
-            return -1 if self._closed else 0
-        buffer.append(item)
-        if not self._running and self._demand:
-            self._start_on_offer()
-        return n + 1
+    if not FREE_THREADED:
 
-    def extend(self, items: list[T]) -> int:
-        """Buffer all ``items`` (none is ``None``), for which the caller saw room in :meth:`free_slots`.
+        def offer(self, item: T) -> int:
+            """Buffer ``item``; return the items now buffered, 0 if full, -1 if closed."""
+            buffer = self._buffer
+            n = len(buffer)
+            if n >= self._capacity:
+                return -1 if self._closed else 0
+            buffer.append(item)
+            if not self._running and self._demand:
+                self._start_on_offer()
+            return n + 1
 
-        Returns the items now buffered; 0 if they do not all fit and -1 if
-        closed, and then nothing was buffered.
-        """
-        buffer = self._buffer
-        n = len(buffer) + len(items)
-        if n > self._capacity:
-            return -1 if self._closed else 0
-        buffer.extend(items)
-        if not self._running and self._demand:
-            self._start_on_offer()
-        return n
+        def extend(self, items: list[T]) -> int:
+            """Buffer all ``items`` (none is ``None``), for which the caller saw room in :meth:`free_slots`.
+
+            Returns the items now buffered; 0 if they do not all fit and -1 if
+            closed, and then nothing was buffered.
+            """
+            buffer = self._buffer
+            n = len(buffer) + len(items)
+            if n > self._capacity:
+                return -1 if self._closed else 0
+            buffer.extend(items)
+            if not self._running and self._demand:
+                self._start_on_offer()
+            return n
+
+    else:
+
+        def offer(self, item: T) -> int:
+            """Buffer ``item``; return the items now buffered, 0 if full, -1 if closed."""
+            return self._append(item, None)
+
+        def extend(self, items: list[T]) -> int:
+            """Buffer all ``items`` (none is ``None``), for which the caller saw room in :meth:`free_slots`.
+
+            Returns the items now buffered; 0 if they do not all fit and -1 if
+            closed, and then nothing was buffered.
+            """
+            return self._append(None, items)
+
+        def _append(self, item: T | None, items: list[T] | None) -> int:
+            """``offer(item)``, or ``extend(items)`` if ``items`` is not ``None``, appending in one section."""
+            buffer = self._buffer
+            with self._lock:
+                n = len(buffer) + (1 if items is None else len(items))
+                if n > self._capacity:
+                    return -1 if self._closed else 0
+                if items is None:
+                    buffer.append(cast(T, item))
+                else:
+                    buffer.extend(items)
+                start = not self._running and self._demand
+            if start:
+                self._start_on_offer()
+            return n
 
     def free_slots(self) -> int:
         """How many items :meth:`offer` would take now; 0 if full or closed."""
@@ -304,14 +372,15 @@ class BufferedSubscription(Subscription, Generic[T]):
         everything after a ``False`` return. A task that the executor has not
         started is run here first.
         """
-        if self._pending and self._run(False):
+        if self._pending and self._run(False):  # racy: _run claims under self._lock
             return True
-        self._waiting = True
-        self._alert = True
-        if self.has_space() or self._pending:
-            self._waiting = False
-            return True
-        return self._space.wait(timeout)
+        with self._lock if FREE_THREADED else _NO_SECTION:  # store, then load: see the overview
+            self._waiting = True
+            self._alert = True
+            ready = self.has_space() or self._pending
+            if ready:
+                self._waiting = False
+        return True if ready else self._space.wait(timeout)
 
     def stop_waiting(self) -> None:
         """Forget that a producer waits for space; the publisher's lock is held."""
@@ -374,6 +443,8 @@ class BufferedSubscription(Subscription, Generic[T]):
         ``except BaseException``, so the items go out now, not at the next
         signal.
         """
+        # Racy, after this thread's offer (whose section, without the GIL,
+        # loaded running and demand): _start_on_offer looks again under self._lock.
         if self._buffer and not self._running and self._demand:
             self._start_on_offer()
 
@@ -404,6 +475,8 @@ class BufferedSubscription(Subscription, Generic[T]):
             self._queued = True
         if not queued:
             execute(self._run)
+        # Racy, after the section above: a producer whose wait_for_space
+        # came before it is seen; one after it saw _pending and did not wait.
         if self._waiting:
             self._signal_waiter()
 
@@ -547,6 +620,8 @@ class BufferedSubscription(Subscription, Generic[T]):
         popleft = buffer.popleft
         on_next = None  # looked up at the first item: a subscriber without one fails as a raising on_next does
         lock = self._lock
+        # Racy looks at _stop, _demand, the buffer and _complete: one that is
+        # stale leads to the exit handshake, which looks again under self._lock.
         while True:
             if self._stop:
                 self._close_on_error(None)
@@ -573,7 +648,9 @@ class BufferedSubscription(Subscription, Generic[T]):
                     if not isinstance(exc, Exception):
                         raise
                     return False
-                if demand != MAX_DEMAND:
+                if FREE_THREADED:
+                    self._end_batch(0 if demand == MAX_DEMAND else n, i)
+                elif demand != MAX_DEMAND:
                     with lock:
                         self._demand -= n
                         self._delivered += i
@@ -588,6 +665,23 @@ class BufferedSubscription(Subscription, Generic[T]):
                 self._signal_terminal()
                 return False
             return True  # the exit handshake follows, outside the context
+
+    def _end_batch(self, used: int, delivered: int) -> None:
+        """End a batch on a free-threaded build: take ``used`` off the demand and count ``delivered``, then wake a
+        producer waiting for space.
+
+        One section, which the consumer ends every batch with: a producer's
+        wait_for_space section either comes before it, and its waiting is
+        seen here, or after it, and sees the items this batch popped. So no
+        wake-up is lost, whatever the per-item look at ``_alert`` saw; and a
+        stop set before this section is seen by the next look at ``_stop``.
+        """
+        with self._lock:
+            self._demand -= used
+            self._delivered += delivered
+            waiting = self._waiting
+        if waiting:
+            self._signal_waiter()
 
     def _on_alert(self) -> bool:
         """Handle a stop or a waiting producer; return whether to stop delivering."""
@@ -687,6 +781,8 @@ class BufferedSubscription(Subscription, Generic[T]):
     def _release(self) -> None:
         """Drop the subscriber and the buffer (rule 3.13), free a waiting producer, and let go of the task."""
         self.subscriber = None
+        # Racy, after the closing section: a producer whose wait_for_space
+        # came before it is seen; one after it found the subscription closed.
         if self._waiting:
             self._signal_waiter()
         self._buffer.clear()

@@ -7,27 +7,45 @@
  * particular to C.
  *
  * Locking. The Python reference guards its state with a threading.Lock and
- * pairs racy reads Dekker-style. Here every state change is a run of C
- * statements that calls no Python code, so the GIL makes it atomic: no
- * other thread runs between two C statements unless this thread calls into
- * Python (a method, a Py_DECREF that may run __del__, an allocation of a GC
- * object that may run a collection) or releases the GIL. The rules this file
- * keeps:
+ * pairs racy reads Dekker-style. Here a subscription's state is read and
+ * changed only in "sections": runs of C statements between SECTION_BEGIN(self)
+ * and SECTION_END(self) that call no Python code. The sections correspond one
+ * to one to the `with self._lock:` blocks and the racy store-then-load pairs
+ * of the reference, and each leaves the object consistent.
  *
- *   - A "section" is a run of statements between two such calls. Each
- *     section leaves the object consistent; the sections below correspond
- *     one to one to the `with self._lock:` blocks and the racy
- *     store-then-load pairs of the reference.
- *   - References given up inside a section (the executor on close, an old
- *     pending error, buffered items on release) are moved to locals and
- *     released only after the section ends.
+ *   - With the GIL, the two macros compile to nothing: a run of C code that
+ *     calls no Python code (no method, no Py_DECREF that may run __del__, no
+ *     allocation of a GC object that may run a collection) and does not
+ *     release the GIL is atomic, since no other thread runs meanwhile.
+ *   - Without it (a free-threaded build, Py_GIL_DISABLED), they lock and
+ *     unlock the subscription's PyMutex, so the sections are atomic by
+ *     mutual exclusion, and the unlock of one and the lock of the next order
+ *     every store before every later load, across threads.
+ *
+ * The rules this file keeps:
+ *
+ *   - Every field of BufObject but the immutable ones (handler, space,
+ *     context) and `consumer` (below) is read and written only
+ *     inside a section.
+ *   - No Python code runs inside a section, and no reference is released in
+ *     one: a __del__ could call back into this object, and the mutex is not
+ *     re-entrant. References given up inside a section (the executor on
+ *     close, an old pending error, buffered items on release) are moved to
+ *     locals and released only after the section ends.
  *   - No subscriber method and no handler is ever called inside a section,
  *     which is the reference's "never under self._lock".
- *   - Borrowed pointers into the ring are never kept across a call into
- *     Python: the ring may be reallocated by the producer, or freed on close.
+ *   - Sections never nest, and none takes another lock: a section never
+ *     waits for anything but the end of another thread's section.
+ *   - Borrowed pointers into the ring are never kept outside a section: the
+ *     ring may be reallocated by the producer, or freed on close.
+ *   - `consumer` (and the ProducerLock's `owner` and `count`) are read
+ *     without a section by other threads, who only compare them with their
+ *     own thread ident: they are relaxed atomics (ATOMIC_LOAD/ATOMIC_STORE),
+ *     which suffices because a thread can only find its own ident there if
+ *     it stored it itself (see the ProducerLock).
  *
- * The module declares Py_MOD_GIL_USED: on a free-threaded interpreter the
- * GIL is enabled again when it is imported, since these sections rely on it.
+ * Without the GIL the module declares Py_MOD_GIL_NOT_USED: importing it
+ * leaves the GIL off.
  */
 
 #define PY_SSIZE_T_CLEAN
@@ -43,6 +61,24 @@
 #define Py_T_BOOL T_BOOL
 #define Py_T_LONGLONG T_LONGLONG
 #define Py_READONLY READONLY
+#endif
+
+#ifdef Py_GIL_DISABLED
+#if !defined(__GNUC__) && !defined(__clang__)
+#error "a free-threaded build of flowpy._cbuffered needs the __atomic builtins of GCC or Clang"
+#endif
+/* A section of a subscription's state (see "Locking" above). */
+#define SECTION_BEGIN(self) PyMutex_Lock(&(self)->mutex)
+#define SECTION_END(self) PyMutex_Unlock(&(self)->mutex)
+/* A field read by other threads without a section: a relaxed atomic. */
+#define ATOMIC_LOAD(field) __atomic_load_n(&(field), __ATOMIC_RELAXED)
+#define ATOMIC_STORE(field, value) __atomic_store_n(&(field), (value), __ATOMIC_RELAXED)
+#else
+/* With the GIL a section is atomic as it is (see "Locking" above). */
+#define SECTION_BEGIN(self) ((void)0)
+#define SECTION_END(self) ((void)0)
+#define ATOMIC_LOAD(field) (field)
+#define ATOMIC_STORE(field, value) ((void)((field) = (value)))
 #endif
 
 #define MAX_DEMAND 0x7fffffffffffffffLL /* 2**63 - 1: unbounded (rule 3.17) */
@@ -62,8 +98,12 @@ typedef struct {
 
 typedef struct {
     PyObject_HEAD
+#ifdef Py_GIL_DISABLED
+    PyMutex mutex; /* held for each section: guards every field below but the immutable ones and `consumer` */
+#endif
     /* The subscriber; NULL (None to Python) once closed (rule 3.13). */
     PyObject *subscriber;
+    /* Immutable from here to `context` (until tp_clear, when no thread can reach the object). */
     PyObject *handler;  /* handler(subscriber, exc) when on_next raises; NULL if none */
     PyObject *space;    /* the publisher's threading.Condition for producers waiting for space */
     /* The subscriber's copy of the context current at subscribe() (flowpy/_context.py),
@@ -95,8 +135,10 @@ typedef struct {
     char waiting; /* a producer waits for space (written under the publisher's lock) */
 
     /* --- Consumer task only; read by producers on the slow path --- */
+    /* Handed from one holder of the task to the next by the sections that
+       give the task up and claim it, so only `consumer` is read by others. */
     char opened;            /* on_subscribe was delivered */
-    unsigned long consumer; /* ident of the thread inside consume(), 0 if none */
+    unsigned long consumer; /* ident of the thread inside consume(), 0 if none; ATOMIC_LOAD/ATOMIC_STORE */
     long long delivered;    /* on_next calls that returned; added once per batch, with the demand it used up */
 
     /* --- Producer only (under the publisher's lock), on the drop path --- */
@@ -189,7 +231,8 @@ release_keeping_error(PyObject *obj)
 
 /* --- The ring ---------------------------------------------------------------- */
 
-/* Room for `needed` items in all; may reallocate. Calls no Python code. */
+/* Room for `needed` items in all; may reallocate. Inside a section: returns
+   -1 without setting the MemoryError, which the caller raises after it. */
 static int
 ring_grow(BufObject *self, Py_ssize_t needed)
 {
@@ -199,14 +242,12 @@ ring_grow(BufObject *self, Py_ssize_t needed)
     Py_ssize_t size = self->size ? self->size : INITIAL_RING;
     while (size < needed) {
         if (size > PY_SSIZE_T_MAX / 2) {
-            PyErr_NoMemory();
             return -1;
         }
         size *= 2;
     }
     PyObject **ring = PyMem_New(PyObject *, size);
     if (ring == NULL) {
-        PyErr_NoMemory();
         return -1;
     }
     Py_ssize_t mask = self->size - 1;
@@ -226,7 +267,7 @@ ring_reserve(BufObject *self)
     return self->count < self->size ? 0 : ring_grow(self, self->count + 1);
 }
 
-/* Remove and return the oldest item (a new reference to the caller). */
+/* Remove and return the oldest item (a new reference to the caller); in a section. */
 static inline PyObject *
 ring_pop(BufObject *self)
 {
@@ -240,10 +281,12 @@ ring_pop(BufObject *self)
 static void
 ring_clear(BufObject *self)
 {
+    SECTION_BEGIN(self);
     PyObject **ring = self->ring;
     Py_ssize_t size = self->size, head = self->head, count = self->count;
     self->ring = NULL;
     self->size = self->head = self->count = 0;
+    SECTION_END(self);
     for (Py_ssize_t i = 0; i < count; i++) {
         Py_DECREF(ring[(head + i) & (size - 1)]);
     }
@@ -252,8 +295,8 @@ ring_clear(BufObject *self)
 
 /* --- Small sections ------------------------------------------------------------ */
 
-/* Mark closed (the reference's _close_locked). Returns the executor, which
-   the caller releases once the section is over. */
+/* Mark closed (the reference's _close_locked), in the caller's section.
+   Returns the executor, which the caller releases once the section is over. */
 static PyObject *
 close_section(BufObject *self)
 {
@@ -267,14 +310,45 @@ close_section(BufObject *self)
     return execute;
 }
 
-static int
-claim_pending(BufObject *self)
+/* Take over the pending work, in the caller's section: 1 if this thread now
+   holds the task, 0 if no work was pending (another thread claimed it). */
+static inline int
+claim_pending_locked(BufObject *self)
 {
     if (!self->pending) {
         return 0;
     }
     self->pending = 0;
     return 1;
+}
+
+/* claim_pending_locked in a section of its own. */
+static int
+claim_pending(BufObject *self)
+{
+    SECTION_BEGIN(self);
+    int claimed = claim_pending_locked(self);
+    SECTION_END(self);
+    return claimed;
+}
+
+/* `waiting`, read in a section of its own. */
+static inline char
+load_waiting(BufObject *self)
+{
+    SECTION_BEGIN(self);
+    char waiting = self->waiting;
+    SECTION_END(self);
+    return waiting;
+}
+
+/* waiting = 0, in a section of its own. */
+static inline void
+clear_waiting(BufObject *self)
+{
+    SECTION_BEGIN(self);
+    self->waiting = 0;
+    SECTION_END(self);
 }
 
 /* --- Slow paths that call Python ---------------------------------------------- */
@@ -302,7 +376,7 @@ signal_waiter(BufObject *self)
     }
     else {
         Py_DECREF(r);
-        self->waiting = 0;
+        clear_waiting(self);
     }
     r = PyObject_CallMethodNoArgs(space, st->str_release);
     Py_DECREF(space);
@@ -325,10 +399,12 @@ static int
 release(BufObject *self)
 {
     ring_clear(self);
+    SECTION_BEGIN(self);
     PyObject *subscriber = self->subscriber;
     self->subscriber = NULL;
+    SECTION_END(self);
     Py_XDECREF(subscriber);
-    if (self->waiting) {
+    if (load_waiting(self)) {
         return signal_waiter(self);
     }
     return 0;
@@ -355,7 +431,9 @@ release_finally(BufObject *self, PyObject *earlier)
 static int
 close_silently(BufObject *self)
 {
+    SECTION_BEGIN(self);
     PyObject *execute = close_section(self);
+    SECTION_END(self);
     Py_XDECREF(execute);
     return release(self);
 }
@@ -392,7 +470,9 @@ report_on_error_failure(PyObject *subscriber, PyObject *failure)
 static int
 close_on_error(BufObject *self, PyObject *error, int report)
 {
+    SECTION_BEGIN(self);
     if (self->closed) {
+        SECTION_END(self);
         return 0;
     }
     PyObject *old = self->pending_error;
@@ -405,10 +485,10 @@ close_on_error(BufObject *self, PyObject *error, int report)
         Py_INCREF(error);
     }
     PyObject *execute = close_section(self);
-    /* The section is over. */
+    PyObject *subscriber = Py_XNewRef(self->subscriber);
+    SECTION_END(self);
     Py_XDECREF(old);
     Py_XDECREF(execute);
-    PyObject *subscriber = Py_XNewRef(self->subscriber);
     PyObject *earlier = NULL;
     if (error != NULL && subscriber != NULL) {
         PyObject *r = PyObject_CallMethodOneArg(subscriber, state_of(self)->str_on_error, error);
@@ -469,24 +549,24 @@ on_next_failed(BufObject *self, PyObject *subscriber, PyObject *exc)
     return close_on_error(self, exc, 0);
 }
 
-/* A stop or a waiting producer: returns 1 to stop delivering, 0 to go on, -1 on error. */
-static int
-on_alert(BufObject *self)
+/* A stop or a waiting producer, in the section that popped the item: returns
+   1 to stop delivering, 2 to wake the waiting producer (signal_waiter, after
+   the section) and go on, 0 to go on. */
+static inline int
+on_alert_locked(BufObject *self)
 {
     self->alert = 0;
     if (self->stop) {
         self->alert = 1;
         return 1;
     }
-    if (self->waiting && signal_waiter(self) < 0) {
-        return -1;
-    }
-    return 0;
+    return self->waiting ? 2 : 0;
 }
 
-/* The reference's _hand_over section: the executor to hand a task to (a new
-   reference), or NULL: closed, no work pending (a thread claimed it), or a
-   task handed over earlier has not started yet and will claim the work. */
+/* The reference's _hand_over section, in the caller's: the executor to hand
+   a task to (a new reference), or NULL: closed, no work pending (a thread
+   claimed it), or a task handed over earlier has not started yet and will
+   claim the work. */
 static inline PyObject *
 take_hand_over(BufObject *self)
 {
@@ -497,8 +577,8 @@ take_hand_over(BufObject *self)
     return Py_NewRef(self->execute);
 }
 
-/* Set running and pending, in one section, and return what take_hand_over
-   returns. */
+/* Set running and pending, in the caller's section, and return what
+   take_hand_over returns. */
 static inline PyObject *
 mark_started(BufObject *self)
 {
@@ -533,10 +613,15 @@ hand_over(BufObject *self, PyObject *execute)
         }
         Py_DECREF(r);
     }
-    else if (self->execute == NULL) {
-        return 0; /* closed */
+    else {
+        SECTION_BEGIN(self);
+        int closed = self->execute == NULL;
+        SECTION_END(self);
+        if (closed) {
+            return 0;
+        }
     }
-    if (self->waiting) {
+    if (load_waiting(self)) {
         return signal_waiter(self);
     }
     return 0;
@@ -548,7 +633,9 @@ hand_over(BufObject *self, PyObject *execute)
 static int
 refuse(BufObject *self, PyObject *error)
 {
-    if (!claim_pending(self)) {
+    SECTION_BEGIN(self);
+    if (!claim_pending_locked(self)) {
+        SECTION_END(self);
         return 0;
     }
     PyObject *old = NULL;
@@ -557,6 +644,7 @@ refuse(BufObject *self, PyObject *error)
         self->pending_error = Py_NewRef(error);
         self->stop = 1;
     }
+    SECTION_END(self);
     Py_XDECREF(old);
     return consume(self);
 }
@@ -575,15 +663,22 @@ start_signal(BufObject *self, PyObject *execute)
         return 0;
     }
     PyObject *exc = take_exception();
+    SECTION_BEGIN(self);
     self->queued = 0;
+    SECTION_END(self);
     PyObject *error = exc;
     PyObject *again = NULL;
     if (!is_exception(exc)) {
-        if (hand_over(self, take_hand_over(self)) == 0) {
+        SECTION_BEGIN(self);
+        execute = take_hand_over(self);
+        SECTION_END(self);
+        if (hand_over(self, execute) == 0) {
             restore_exception(exc);
             return -1;
         }
+        SECTION_BEGIN(self);
         self->queued = 0;
+        SECTION_END(self);
         again = error = take_exception();
     }
     int result = refuse(self, error);
@@ -607,11 +702,12 @@ start_signal(BufObject *self, PyObject *execute)
 static int
 deliver(BufObject *self)
 {
-    PyObject *subscriber = self->subscriber;
+    SECTION_BEGIN(self);
+    PyObject *subscriber = Py_XNewRef(self->subscriber);
+    SECTION_END(self);
     if (subscriber == NULL) {
         return 0;
     }
-    Py_INCREF(subscriber);
     module_state *st = state_of(self);
     PyObject *on_next = NULL;
     PyObject *exc = NULL;
@@ -635,13 +731,18 @@ deliver(BufObject *self)
         Py_DECREF(r);
     }
     for (;;) {
+        /* One section decides what is due; closing, which only the holder of
+           the task does, is done in sections of its own. */
+        SECTION_BEGIN(self);
         if (self->stop) {
+            SECTION_END(self);
             result = close_on_error(self, NULL, 0);
             goto done;
         }
         long long demand = self->demand;
-        if (demand && self->count) {
-            Py_ssize_t n = self->count;
+        Py_ssize_t n = self->count;
+        if (demand && n) {
+            SECTION_END(self);
             if ((long long)n > demand) {
                 n = (Py_ssize_t)demand;
             }
@@ -655,27 +756,37 @@ deliver(BufObject *self)
                     goto failed;
                 }
             }
-            for (; i < n && self->count; i++) {
+            for (; i < n; i++) {
+                /* The reference's popleft() and look at the alert, in one section. */
+                SECTION_BEGIN(self);
+                if (!self->count) {
+                    SECTION_END(self);
+                    break;
+                }
                 PyObject *item = ring_pop(self);
-                if (self->alert) {
-                    int alerted = on_alert(self);
-                    if (alerted) {
-                        if (alerted < 0) {
-                            exc = take_exception();
-                        }
+                int alerted = self->alert ? on_alert_locked(self) : 0;
+                SECTION_END(self);
+                if (alerted) {
+                    if (alerted == 1) {
                         Py_DECREF(item); /* dropped, as the reference drops it */
-                        if (alerted < 0) {
-                            self->delivered += i;
-                            goto failed;
-                        }
                         break;
+                    }
+                    if (signal_waiter(self) < 0) {
+                        exc = take_exception();
+                        Py_DECREF(item); /* dropped, as the reference drops it */
+                        SECTION_BEGIN(self);
+                        self->delivered += i;
+                        SECTION_END(self);
+                        goto failed;
                     }
                 }
                 PyObject *args[2] = {NULL, item}; /* args[0]: room for a bound method's self */
                 PyObject *r = PyObject_Vectorcall(on_next, args + 1, 1 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
                 if (r == NULL) {
                     exc = take_exception();
+                    SECTION_BEGIN(self);
                     self->delivered += i; /* before any Python code runs again */
+                    SECTION_END(self);
                     Py_DECREF(item);
                     goto failed;
                 }
@@ -683,20 +794,21 @@ deliver(BufObject *self)
                 Py_DECREF(r);
             }
             /* One section with the demand, as the reference does both under its lock. */
+            SECTION_BEGIN(self);
             self->delivered += i;
             if (demand != MAX_DEMAND) {
                 self->demand -= n;
             }
+            SECTION_END(self);
             continue;
         }
-        if (self->complete && !self->count) {
-            if (self->stop) {
-                continue;
-            }
+        if (self->complete && !n) { /* not stop: the same section looked */
             PyObject *execute = close_section(self);
+            SECTION_END(self);
             Py_XDECREF(execute);
             break;
         }
+        SECTION_END(self);
         result = 1; /* the exit handshake follows in consume(), outside the context */
         goto done;
     }
@@ -734,17 +846,24 @@ done:
     return result;
 }
 
-/* Exit handshake, one section: clear "running" unless there is work.
-   Returns whether the task may end. The reference clears "running" and then
-   looks again, because a producer may append between its two steps; here
-   no other thread runs inside the section, so the one look is final. */
+/* Exit handshake, one section: clear "running" (and `consumer`) unless
+   there is work. Returns whether the task may end; then this thread no
+   longer holds it, and must not touch its consumer-only fields. The
+   reference clears "running" and then looks again, because a producer may
+   append between its two steps; here no other thread is inside a section
+   meanwhile (offer_item appends and looks at "running" in one), so the one
+   look is final. */
 static inline int
 exit_handshake(BufObject *self)
 {
+    SECTION_BEGIN(self);
     if (self->stop || (self->count && self->demand) || (self->complete && !self->count)) {
+        SECTION_END(self);
         return 0; /* changed since the delivery pass looked: deliver again */
     }
     self->running = 0;
+    ATOMIC_STORE(self->consumer, 0);
+    SECTION_END(self);
     return 1;
 }
 
@@ -755,7 +874,7 @@ exit_handshake(BufObject *self)
 static int
 consume(BufObject *self)
 {
-    self->consumer = PyThread_get_thread_ident();
+    ATOMIC_STORE(self->consumer, PyThread_get_thread_ident());
     PyObject *context = Py_XNewRef(self->context); /* kept alive even if a signal drops the subscription */
     int result;
     for (;;) {
@@ -784,11 +903,12 @@ consume(BufObject *self)
             break;
         }
         if (exit_handshake(self)) {
-            result = 0;
-            break;
+            Py_XDECREF(context); /* the handshake cleared `consumer`: another thread may hold the task now */
+            return 0;
         }
     }
-    self->consumer = 0;
+    /* Closed, or failed: the task is still this thread's (running stays set). */
+    ATOMIC_STORE(self->consumer, 0);
     Py_XDECREF(context);
     return result;
 }
@@ -799,8 +919,11 @@ static PyObject *
 buf_run(PyObject *op, PyObject *Py_UNUSED(unused))
 {
     BufObject *self = (BufObject *)op;
+    SECTION_BEGIN(self);
     self->queued = 0;
-    if (claim_pending(self) && consume(self) < 0) {
+    int claimed = claim_pending_locked(self);
+    SECTION_END(self);
+    if (claimed && consume(self) < 0) {
         return NULL;
     }
     Py_RETURN_NONE;
@@ -811,7 +934,11 @@ static PyObject *
 buf_resume(PyObject *op, PyObject *Py_UNUSED(unused))
 {
     BufObject *self = (BufObject *)op;
-    if (self->count && !self->running && self->demand && start_signal(self, mark_started(self)) < 0) {
+    SECTION_BEGIN(self);
+    int start = self->count && !self->running && self->demand;
+    PyObject *execute = start ? mark_started(self) : NULL;
+    SECTION_END(self);
+    if (start && start_signal(self, execute) < 0) {
         return NULL;
     }
     Py_RETURN_NONE;
@@ -839,7 +966,9 @@ buf_request(PyObject *op, PyObject *n)
             return NULL;
         }
         if (overflow > 0 || value > 0) {
+            SECTION_BEGIN(self);
             if (self->closed) {
+                SECTION_END(self);
                 Py_RETURN_NONE;
             }
             if (overflow > 0 || value >= MAX_DEMAND - self->demand) {
@@ -849,9 +978,12 @@ buf_request(PyObject *op, PyObject *n)
                 self->demand += value;
             }
             if (self->running) {
+                SECTION_END(self);
                 Py_RETURN_NONE;
             }
-            if (start_signal(self, mark_started(self)) < 0) {
+            PyObject *execute = mark_started(self);
+            SECTION_END(self);
+            if (start_signal(self, execute) < 0) {
                 return NULL;
             }
             Py_RETURN_NONE;
@@ -888,7 +1020,9 @@ static PyObject *
 buf_signal_error(PyObject *op, PyObject *error)
 {
     BufObject *self = (BufObject *)op;
+    SECTION_BEGIN(self);
     if (self->closed) {
+        SECTION_END(self);
         Py_RETURN_NONE;
     }
     PyObject *old = NULL;
@@ -903,7 +1037,7 @@ buf_signal_error(PyObject *op, PyObject *error)
     if (start) {
         execute = mark_started(self);
     }
-    /* The section is over. */
+    SECTION_END(self);
     Py_XDECREF(old);
     if (start && start_signal(self, execute) < 0) {
         return NULL;
@@ -921,7 +1055,9 @@ static PyObject *
 buf_signal_subscribe(PyObject *op, PyObject *Py_UNUSED(unused))
 {
     BufObject *self = (BufObject *)op;
+    SECTION_BEGIN(self);
     PyObject *execute = mark_started(self);
+    SECTION_END(self);
     if (execute == NULL) {
         PyErr_SetString(PyExc_AssertionError, "signal_subscribe is the first signal");
         return NULL;
@@ -962,14 +1098,19 @@ static PyObject *
 buf_signal_complete(PyObject *op, PyObject *Py_UNUSED(unused))
 {
     BufObject *self = (BufObject *)op;
+    SECTION_BEGIN(self);
     if (self->closed || self->complete) {
+        SECTION_END(self);
         Py_RETURN_NONE;
     }
     self->complete = 1;
     if (self->running) {
+        SECTION_END(self);
         Py_RETURN_NONE;
     }
-    if (start_signal(self, mark_started(self)) < 0) {
+    PyObject *execute = mark_started(self);
+    SECTION_END(self);
+    if (start_signal(self, execute) < 0) {
         return NULL;
     }
     Py_RETURN_NONE;
@@ -981,30 +1122,40 @@ buf_signal_complete(PyObject *op, PyObject *Py_UNUSED(unused))
 static Py_ssize_t
 offer_item(BufObject *self, PyObject *item)
 {
+    /* One section appends and looks at "running": see exit_handshake. */
+    SECTION_BEGIN(self);
     Py_ssize_t n = self->count;
     if (n >= self->capacity) {
-        return self->closed ? -1 : 0;
+        int closed = self->closed;
+        SECTION_END(self);
+        return closed ? -1 : 0;
     }
     if (ring_reserve(self) < 0) {
+        SECTION_END(self);
+        PyErr_NoMemory();
         return -2;
     }
     self->ring[(self->head + n) & (self->size - 1)] = Py_NewRef(item);
     self->count = n + 1;
-    if (!self->running && self->demand) {
-        if (start_signal(self, mark_started(self)) < 0) {
-            return -2;
-        }
+    int start = !self->running && self->demand;
+    PyObject *execute = start ? mark_started(self) : NULL;
+    SECTION_END(self);
+    if (start && start_signal(self, execute) < 0) {
+        return -2;
     }
     return n + 1;
 }
 
+#ifndef Py_GIL_DISABLED
 /* Whether offer_item would buffer `item` without calling any Python code:
-   there is room and no consumer task is due to start. */
+   there is room and no consumer task is due to start. For the lock-free
+   fast path of submit, which exists only with the GIL. */
 static inline int
 offer_is_plain(BufObject *self)
 {
     return self->count < self->capacity && (self->running || !self->demand);
 }
+#endif
 
 /* The producer's fast path; the caller holds the publisher's lock. */
 static PyObject *
@@ -1021,11 +1172,16 @@ static Py_ssize_t
 extend_items(BufObject *self, PyObject *items, Py_ssize_t start, Py_ssize_t stop)
 {
     Py_ssize_t k = stop - start;
+    SECTION_BEGIN(self);
     Py_ssize_t n = self->count;
     if (k > self->capacity - n) {
-        return self->closed ? -1 : 0;
+        int closed = self->closed;
+        SECTION_END(self);
+        return closed ? -1 : 0;
     }
     if (ring_grow(self, n + k) < 0) {
+        SECTION_END(self);
+        PyErr_NoMemory();
         return -2;
     }
     Py_ssize_t mask = self->size - 1;
@@ -1033,10 +1189,11 @@ extend_items(BufObject *self, PyObject *items, Py_ssize_t start, Py_ssize_t stop
         self->ring[(self->head + n + i) & mask] = Py_NewRef(PyList_GET_ITEM(items, start + i));
     }
     self->count = n + k;
-    if (!self->running && self->demand) {
-        if (start_signal(self, mark_started(self)) < 0) {
-            return -2;
-        }
+    int started = !self->running && self->demand;
+    PyObject *execute = started ? mark_started(self) : NULL;
+    SECTION_END(self);
+    if (started && start_signal(self, execute) < 0) {
+        return -2;
     }
     return n + k;
 }
@@ -1057,7 +1214,9 @@ buf_extend(PyObject *op, PyObject *items)
 static inline Py_ssize_t
 free_slots(BufObject *self)
 {
+    SECTION_BEGIN(self);
     Py_ssize_t free = self->capacity - self->count;
+    SECTION_END(self);
     return free > 0 ? free : 0;
 }
 
@@ -1067,10 +1226,21 @@ buf_free_slots(PyObject *op, PyObject *Py_UNUSED(unused))
     return PyLong_FromSsize_t(free_slots((BufObject *)op));
 }
 
+/* In the caller's section. */
+static inline int
+has_space_locked(BufObject *self)
+{
+    return self->count < self->capacity || self->closed;
+}
+
+/* has_space_locked in a section of its own. */
 static inline int
 has_space(BufObject *self)
 {
-    return self->count < self->capacity || self->closed;
+    SECTION_BEGIN(self);
+    int space = has_space_locked(self);
+    SECTION_END(self);
+    return space;
 }
 
 static PyObject *
@@ -1095,10 +1265,17 @@ buf_wait_for_space(PyObject *op, PyObject *timeout)
         }
         Py_RETURN_TRUE;
     }
+    /* One section sets the flags and looks, as the consumer pops and looks
+       at the alert in one (see deliver). */
+    SECTION_BEGIN(self);
     self->waiting = 1;
     self->alert = 1;
-    if (has_space(self) || self->pending) {
+    int ready = has_space_locked(self) || self->pending;
+    if (ready) {
         self->waiting = 0;
+    }
+    SECTION_END(self);
+    if (ready) {
         Py_RETURN_TRUE;
     }
     return PyObject_CallMethodOneArg(self->space, state_of(self)->str_wait, timeout);
@@ -1107,79 +1284,131 @@ buf_wait_for_space(PyObject *op, PyObject *timeout)
 static PyObject *
 buf_stop_waiting(PyObject *op, PyObject *Py_UNUSED(unused))
 {
-    ((BufObject *)op)->waiting = 0;
+    clear_waiting((BufObject *)op);
     Py_RETURN_NONE;
 }
 
 static PyObject *
 buf_lag(PyObject *op, PyObject *Py_UNUSED(unused))
 {
-    return PyLong_FromSsize_t(((BufObject *)op)->count);
+    BufObject *self = (BufObject *)op;
+    SECTION_BEGIN(self);
+    Py_ssize_t count = self->count;
+    SECTION_END(self);
+    return PyLong_FromSsize_t(count);
 }
 
 static PyObject *
 buf_estimate_demand(PyObject *op, PyObject *Py_UNUSED(unused))
 {
     BufObject *self = (BufObject *)op;
-    return PyLong_FromLongLong(self->demand - (long long)self->count);
+    SECTION_BEGIN(self);
+    long long estimate = self->demand - (long long)self->count;
+    SECTION_END(self);
+    return PyLong_FromLongLong(estimate);
 }
 
 static PyObject *
 buf_count_drop(PyObject *op, PyObject *Py_UNUSED(unused))
 {
-    ((BufObject *)op)->dropped++;
+    BufObject *self = (BufObject *)op;
+    SECTION_BEGIN(self);
+    self->dropped++;
+    SECTION_END(self);
     Py_RETURN_NONE;
 }
 
-/* (buffered, demand, delivered, dropped) in one section: no other thread
-   changes them while the tuple is built (Py_BuildValue runs no Python code). */
+/* (buffered, demand, delivered, dropped), read in one section. */
 static PyObject *
 buf_readings(PyObject *op, PyObject *Py_UNUSED(unused))
 {
     BufObject *self = (BufObject *)op;
-    return Py_BuildValue("(nLLL)", self->count, self->demand, self->delivered, self->dropped);
+    SECTION_BEGIN(self);
+    Py_ssize_t count = self->count;
+    long long demand = self->demand, delivered = self->delivered, dropped = self->dropped;
+    SECTION_END(self);
+    return Py_BuildValue("(nLLL)", count, demand, delivered, dropped);
 }
 
 static PyObject *
 buf_has_task(PyObject *op, PyObject *Py_UNUSED(unused))
 {
     BufObject *self = (BufObject *)op;
-    return PyBool_FromLong(self->running && !self->closed);
+    SECTION_BEGIN(self);
+    int task = self->running && !self->closed;
+    SECTION_END(self);
+    return PyBool_FromLong(task);
 }
 
+/* Reads `consumer` without a section: only this thread can have stored its own ident there. */
 static PyObject *
 buf_delivering_here(PyObject *op, PyObject *Py_UNUSED(unused))
 {
     BufObject *self = (BufObject *)op;
-    return PyBool_FromLong(self->consumer != 0 && self->consumer == PyThread_get_thread_ident());
+    unsigned long consumer = ATOMIC_LOAD(self->consumer);
+    return PyBool_FromLong(consumer != 0 && consumer == PyThread_get_thread_ident());
 }
 
 static PyObject *
 buf_get_is_closed(PyObject *op, void *Py_UNUSED(closure))
 {
-    return PyBool_FromLong(((BufObject *)op)->closed);
+    BufObject *self = (BufObject *)op;
+    SECTION_BEGIN(self);
+    int closed = self->closed;
+    SECTION_END(self);
+    return PyBool_FromLong(closed);
 }
 
 static PyObject *
 buf_get_subscriber(PyObject *op, void *Py_UNUSED(closure))
 {
-    PyObject *subscriber = ((BufObject *)op)->subscriber;
-    return Py_NewRef(subscriber != NULL ? subscriber : Py_None);
+    BufObject *self = (BufObject *)op;
+    SECTION_BEGIN(self);
+    PyObject *subscriber = Py_XNewRef(self->subscriber);
+    SECTION_END(self);
+    return subscriber != NULL ? subscriber : Py_NewRef(Py_None);
 }
+
+#ifdef Py_GIL_DISABLED
+/* The counters, read in a section (with the GIL they are plain members). */
+static PyObject *
+buf_get_delivered(PyObject *op, void *Py_UNUSED(closure))
+{
+    BufObject *self = (BufObject *)op;
+    SECTION_BEGIN(self);
+    long long delivered = self->delivered;
+    SECTION_END(self);
+    return PyLong_FromLongLong(delivered);
+}
+
+static PyObject *
+buf_get_dropped(PyObject *op, void *Py_UNUSED(closure))
+{
+    BufObject *self = (BufObject *)op;
+    SECTION_BEGIN(self);
+    long long dropped = self->dropped;
+    SECTION_END(self);
+    return PyLong_FromLongLong(dropped);
+}
+#endif
 
 static PyObject *
 buf_repr(PyObject *op)
 {
     BufObject *self = (BufObject *)op;
-    PyObject *subscriber = self->subscriber != NULL ? self->subscriber : Py_None;
-    Py_INCREF(subscriber);
+    SECTION_BEGIN(self);
+    PyObject *subscriber = Py_NewRef(self->subscriber != NULL ? self->subscriber : Py_None);
+    int closed = self->closed;
+    long long demand = self->demand;
+    Py_ssize_t count = self->count;
+    SECTION_END(self);
     PyObject *r;
-    if (self->closed) {
+    if (closed) {
         r = PyUnicode_FromFormat("<BufferedSubscription closed subscriber=%R>", subscriber);
     }
     else {
-        r = PyUnicode_FromFormat("<BufferedSubscription demand=%lld buffered=%zd subscriber=%R>",
-                                 self->demand, self->count, subscriber);
+        r = PyUnicode_FromFormat("<BufferedSubscription demand=%lld buffered=%zd subscriber=%R>", demand, count,
+                                 subscriber);
     }
     Py_DECREF(subscriber);
     return r;
@@ -1215,6 +1444,9 @@ buf_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
     return (PyObject *)self;
 }
 
+/* Reads the ring without a section: without the GIL the collector runs with
+   every other thread stopped, and none stops inside a section (no section
+   waits for anything but another section's end). */
 static int
 buf_traverse(PyObject *op, visitproc visit, void *arg)
 {
@@ -1313,15 +1545,23 @@ static PyGetSetDef buf_getset[] = {
      PyDoc_STR("Whether a terminal signal was delivered or the subscription was cancelled."), NULL},
     {"subscriber", buf_get_subscriber, NULL,
      PyDoc_STR("The subscriber; None once the subscription closed (rule 3.13)."), NULL},
+#ifdef Py_GIL_DISABLED
+    {"delivered", buf_get_delivered, NULL,
+     PyDoc_STR("on_next calls that returned normally, counted once per drained batch."), NULL},
+    {"dropped", buf_get_dropped, NULL,
+     PyDoc_STR("Items dropped for this subscriber because its buffer was full."), NULL},
+#endif
     {NULL, NULL, NULL, NULL, NULL},
 };
 
 static PyMemberDef buf_members[] = {
     {"__weaklistoffset__", Py_T_PYSSIZET, offsetof(BufObject, weakreflist), Py_READONLY, NULL},
+#ifndef Py_GIL_DISABLED
     {"delivered", Py_T_LONGLONG, offsetof(BufObject, delivered), Py_READONLY,
      PyDoc_STR("on_next calls that returned normally, counted once per drained batch.")},
     {"dropped", Py_T_LONGLONG, offsetof(BufObject, dropped), Py_READONLY,
      PyDoc_STR("Items dropped for this subscriber because its buffer was full.")},
+#endif
     {NULL, 0, 0, 0, NULL},
 };
 
@@ -1365,19 +1605,26 @@ static PyType_Spec buf_spec = {
  * A re-entrant lock that threading.Condition accepts (acquire, release, the
  * context manager, _is_owned, _release_save, _acquire_restore): the design
  * of threading.RLock. `mutex` is held while the lock is owned; `owner` and
- * `count` change only with the GIL held, in sections that call no Python
- * code. It exists so that the compiled submit can read `owner`: a producer
- * that finds the lock free (or its own) publishes an item that needs no
- * Python code in one section, which no other thread can enter, without
- * touching the mutex. A thread blocked on the mutex may hold it before it
- * has the GIL to set `owner`; that thread runs nothing until then, so a
- * section that sees `owner == 0` meanwhile still comes before its turn.
+ * `count` are written only by the thread holding `mutex` (just after taking
+ * it, or just before giving it up), and read by any thread, which compares
+ * `owner` with its own ident. A thread finds its own ident there only if it
+ * stored it itself, and its own stores are the ones it sees, so relaxed
+ * atomics (ATOMIC_LOAD/ATOMIC_STORE) suffice: `count` is read only after
+ * `owner` was found to be this thread's.
+ *
+ * With the GIL, the lock exists so that the compiled submit can read
+ * `owner`: a producer that finds the lock free (or its own) publishes an
+ * item that needs no Python code in one section, which no other thread can
+ * enter, without touching the mutex. A thread blocked on the mutex may hold
+ * it before it has the GIL to set `owner`; that thread runs nothing until
+ * then, so a section that sees `owner == 0` meanwhile still comes before its
+ * turn. Without the GIL there is no such fast path: submit takes the mutex.
  */
 typedef struct {
     PyObject_HEAD
     PyThread_type_lock mutex;
-    unsigned long owner; /* ident of the owning thread; 0 if free */
-    unsigned long count; /* how often the owner took it; 0 if free */
+    unsigned long owner; /* ident of the owning thread; 0 if free; ATOMIC_LOAD/ATOMIC_STORE */
+    unsigned long count; /* how often the owner took it; 0 if free; ATOMIC_LOAD/ATOMIC_STORE */
     PyObject *weakreflist;
 } LockObject;
 
@@ -1390,22 +1637,37 @@ is_producer_lock(PyObject *op)
     return Py_TYPE(op)->tp_dealloc == lock_dealloc;
 }
 
+/* This thread's ownership, for the owner: the mutex is held. */
+static inline void
+lock_own(LockObject *self, unsigned long me, unsigned long count)
+{
+    ATOMIC_STORE(self->count, count);
+    ATOMIC_STORE(self->owner, me);
+}
+
+/* Whether this thread (`me`) owns the lock. */
+static inline int
+lock_owned_by(LockObject *self, unsigned long me)
+{
+    return ATOMIC_LOAD(self->owner) == me && ATOMIC_LOAD(self->count) > 0;
+}
+
 /* Take the lock if this thread owns it or the mutex is free now; 1 if taken,
    0 if not, -1 (OverflowError) if the count would overflow. One section. */
 static int
 lock_try_enter(LockObject *self, unsigned long me)
 {
-    if (self->owner == me) {
-        if (self->count == ULONG_MAX) {
+    if (ATOMIC_LOAD(self->owner) == me) {
+        unsigned long count = ATOMIC_LOAD(self->count);
+        if (count == ULONG_MAX) {
             PyErr_SetString(PyExc_OverflowError, "ProducerLock count overflowed");
             return -1;
         }
-        self->count++;
+        ATOMIC_STORE(self->count, count + 1);
         return 1;
     }
     if (PyThread_acquire_lock(self->mutex, NOWAIT_LOCK)) {
-        self->owner = me;
-        self->count = 1;
+        lock_own(self, me, 1);
         return 1;
     }
     return 0;
@@ -1435,9 +1697,13 @@ mutex_wait(PyThread_type_lock mutex, int interruptible)
 static inline void
 lock_exit(LockObject *self)
 {
-    if (--self->count == 0) {
-        self->owner = 0;
+    unsigned long count = ATOMIC_LOAD(self->count) - 1;
+    if (count == 0) {
+        lock_own(self, 0, 0);
         PyThread_release_lock(self->mutex);
+    }
+    else {
+        ATOMIC_STORE(self->count, count);
     }
 }
 
@@ -1480,8 +1746,7 @@ lock_acquire(PyObject *op, PyObject *const *args, Py_ssize_t nargs, PyObject *kw
     if (mutex_wait(self->mutex, 1) < 0) {
         return NULL;
     }
-    self->owner = me;
-    self->count = 1;
+    lock_own(self, me, 1);
     Py_RETURN_TRUE;
 }
 
@@ -1495,7 +1760,7 @@ static PyObject *
 lock_release(PyObject *op, PyObject *Py_UNUSED(unused))
 {
     LockObject *self = (LockObject *)op;
-    if (self->count == 0 || self->owner != PyThread_get_thread_ident()) {
+    if (!lock_owned_by(self, PyThread_get_thread_ident())) {
         PyErr_SetString(PyExc_RuntimeError, "cannot release un-acquired lock");
         return NULL;
     }
@@ -1512,8 +1777,7 @@ lock_exit_method(PyObject *op, PyObject *Py_UNUSED(args))
 static PyObject *
 lock_is_owned(PyObject *op, PyObject *Py_UNUSED(unused))
 {
-    LockObject *self = (LockObject *)op;
-    return PyBool_FromLong(self->count > 0 && self->owner == PyThread_get_thread_ident());
+    return PyBool_FromLong(lock_owned_by((LockObject *)op, PyThread_get_thread_ident()));
 }
 
 /* For threading.Condition.wait: give the lock up entirely; return the state to restore. */
@@ -1521,16 +1785,16 @@ static PyObject *
 lock_release_save(PyObject *op, PyObject *Py_UNUSED(unused))
 {
     LockObject *self = (LockObject *)op;
-    if (self->count == 0 || self->owner != PyThread_get_thread_ident()) {
+    unsigned long me = PyThread_get_thread_ident();
+    if (!lock_owned_by(self, me)) {
         PyErr_SetString(PyExc_RuntimeError, "cannot release un-acquired lock");
         return NULL;
     }
-    PyObject *state = Py_BuildValue("(kk)", self->count, self->owner);
+    PyObject *state = Py_BuildValue("(kk)", ATOMIC_LOAD(self->count), me);
     if (state == NULL) {
         return NULL;
     }
-    self->count = 0;
-    self->owner = 0;
+    lock_own(self, 0, 0);
     PyThread_release_lock(self->mutex);
     return state;
 }
@@ -1551,8 +1815,7 @@ lock_acquire_restore(PyObject *op, PyObject *state)
     if (!PyThread_acquire_lock(self->mutex, NOWAIT_LOCK)) {
         (void)mutex_wait(self->mutex, 0);
     }
-    self->owner = owner;
-    self->count = count;
+    lock_own(self, owner, count);
     Py_RETURN_NONE;
 }
 
@@ -1571,8 +1834,7 @@ lock_at_fork_reinit(PyObject *op, PyObject *Py_UNUSED(unused))
         return NULL;
     }
     self->mutex = mutex;
-    self->owner = 0;
-    self->count = 0;
+    lock_own(self, 0, 0);
     Py_RETURN_NONE;
 }
 
@@ -1580,8 +1842,8 @@ static PyObject *
 lock_repr(PyObject *op)
 {
     LockObject *self = (LockObject *)op;
-    return PyUnicode_FromFormat("<ProducerLock %s owner=%lu count=%lu>",
-                                self->count ? "locked" : "unlocked", self->owner, self->count);
+    unsigned long owner = ATOMIC_LOAD(self->owner), count = ATOMIC_LOAD(self->count);
+    return PyUnicode_FromFormat("<ProducerLock %s owner=%lu count=%lu>", count ? "locked" : "unlocked", owner, count);
 }
 
 static PyObject *
@@ -1613,7 +1875,7 @@ lock_dealloc(PyObject *op)
         PyObject_ClearWeakRefs(op);
     }
     if (self->mutex != NULL) {
-        if (self->count > 0) {
+        if (ATOMIC_LOAD(self->count) > 0) {
             PyThread_release_lock(self->mutex);
         }
         PyThread_free_lock(self->mutex);
@@ -1688,6 +1950,15 @@ static PyType_Spec lock_spec = {
  * (_publish, _publish_locked, _wait_turn, _retry, _live, _offer_each,
  * _closed_error) for everything else, exactly where the reference would
  * take those paths.
+ *
+ * Every field is written, by this code or by the reference's (through the
+ * member descriptors), only by the thread holding the producer lock, and
+ * this code reads them only holding it, except the GIL build's fast path of
+ * submit, which reads them in one section as if it held it. Without the
+ * GIL, the lock orders them; the reference reads _closed and
+ * _subscriptions without it (is_closed, snapshot), so this code writes
+ * _subscriptions as the member descriptor does (prune), and _blocked,
+ * which tests poll, with ATOMIC_STORE.
  */
 typedef struct {
     PyObject_HEAD
@@ -1712,7 +1983,11 @@ core_publish_python(PyObject *self, PyObject *item)
     return PyObject_CallMethod(self, "_publish", "OOO", item, Py_None, Py_None);
 }
 
-/* self._subscriptions = self._live(): drop the closed subscriptions. */
+/* self._subscriptions = self._live(): drop the closed subscriptions. The
+   caller holds the lock, as every writer of _subscriptions does; without the
+   GIL the store is the one that PyMember_SetOne makes for `_subscriptions =`
+   (a release store in the object's critical section), since snapshot()
+   reads the attribute without the lock. */
 static int
 prune(CoreObject *self)
 {
@@ -1720,8 +1995,16 @@ prune(CoreObject *self)
     if (live == NULL) {
         return -1;
     }
-    PyObject *old = self->subscriptions;
+    PyObject *old;
+#ifdef Py_GIL_DISABLED
+    Py_BEGIN_CRITICAL_SECTION(self);
+    old = self->subscriptions;
+    __atomic_store_n(&self->subscriptions, live, __ATOMIC_RELEASE);
+    Py_END_CRITICAL_SECTION();
+#else
+    old = self->subscriptions;
     self->subscriptions = live;
+#endif
     Py_XDECREF(old);
     return 0;
 }
@@ -1762,20 +2045,25 @@ core_retry(CoreObject *self, PyObject *item, PyObject *saturated, Py_ssize_t lag
             break;
         }
         BufObject *subscription = (BufObject *)op;
-        if (subscription->consumer == me) {
+        if (ATOMIC_LOAD(subscription->consumer) == me) {
             break; /* delivering_here(): the reference raises ReentrantSubmitError */
         }
-        if (!has_space(subscription)) {
-            if (!subscription->pending) {
+        /* One section looks for space and claims the pending task of a full
+           buffer, as wait_for_space does. */
+        SECTION_BEGIN(subscription);
+        int full = !has_space_locked(subscription);
+        int claimed = full && claim_pending_locked(subscription);
+        SECTION_END(subscription);
+        if (full) {
+            if (!claimed) {
                 break; /* the reference waits on self._space */
             }
             /* _blocked names this thread while it runs the task, so that a
                submit from inside it raises rather than waits for its turn. */
-            self->blocked = me;
-            (void)claim_pending(subscription);
+            ATOMIC_STORE(self->blocked, me);
             int consumed = consume(subscription);
-            subscription->waiting = 0; /* the finally: stop_waiting(), _blocked = 0, notify */
-            self->blocked = 0;
+            clear_waiting(subscription); /* the finally: stop_waiting(), _blocked = 0, notify */
+            ATOMIC_STORE(self->blocked, 0);
             PyObject *raised = consumed < 0 ? take_exception() : NULL;
             if (notify_turn(self) < 0) {
                 if (raised != NULL) {
@@ -1792,7 +2080,7 @@ core_retry(CoreObject *self, PyObject *item, PyObject *saturated, Py_ssize_t lag
             }
         }
         else { /* _await_space's loop does not run, and closed was looked at above; its finally runs */
-            subscription->waiting = 0;
+            clear_waiting(subscription);
             if (notify_turn(self) < 0) {
                 return NULL;
             }
@@ -2065,6 +2353,7 @@ core_submit(PyObject *op, PyObject *item)
     }
     LockObject *producer_lock = (LockObject *)lock;
     unsigned long me = PyThread_get_thread_ident();
+#ifndef Py_GIL_DISABLED
     if (producer_lock->owner != 0 && producer_lock->owner != me) {
         return core_publish_python(op, item); /* contended: the reference yields, then blocks */
     }
@@ -2081,7 +2370,7 @@ core_submit(PyObject *op, PyObject *item)
                 break;
             }
             if (ring_reserve((BufObject *)subscription) < 0) {
-                return NULL; /* nothing was buffered yet */
+                return PyErr_NoMemory(); /* nothing was buffered yet */
             }
         }
         if (n > 0 && i == n) {
@@ -2096,8 +2385,11 @@ core_submit(PyObject *op, PyObject *item)
             return PyLong_FromSsize_t(lag);
         }
     }
+#endif
+    /* Without the GIL, no fast path: the lock is taken first, and the
+       reference's blocking acquire if another thread holds it. */
     int taken = lock_try_enter(producer_lock, me);
-    if (taken <= 0) { /* a waiting thread took the mutex, and has yet to set owner */
+    if (taken <= 0) { /* held by another thread (with the GIL: one that has yet to set owner) */
         return taken < 0 ? NULL : core_publish_python(op, item);
     }
     PyObject *result = core_publish_locked(self, item);
@@ -2317,10 +2609,11 @@ cbuffered_free(void *module)
 
 static PyModuleDef_Slot cbuffered_slots[] = {
     {Py_mod_exec, cbuffered_exec},
-#ifdef Py_mod_gil
-    /* The state changes above rely on the GIL: a free-threaded interpreter
-       must enable it again rather than run this module without it. */
-    {Py_mod_gil, Py_MOD_GIL_USED},
+#ifdef Py_GIL_DISABLED
+    /* Built without the GIL, every section is under its subscription's
+       mutex (see "Locking" at the top): importing this module leaves the
+       GIL off. */
+    {Py_mod_gil, Py_MOD_GIL_NOT_USED},
 #endif
     {0, NULL},
 };

@@ -27,6 +27,7 @@ that ``submit`` raises :class:`~flowpy.errors.ClosedPublisherError`.
 
 from __future__ import annotations
 
+import sys
 import threading
 import warnings
 from collections.abc import Callable, Iterable
@@ -40,8 +41,8 @@ from types import TracebackType
 from typing import Any, Final, Generic, TypeVar, cast
 
 from flowpy import _impl
+from flowpy._buffered import FREE_THREADED, Handler
 from flowpy._buffered import BufferedSubscription as _PythonBuffered
-from flowpy._buffered import Handler
 from flowpy._checks import (
     check_timeout,
     none_error,
@@ -100,8 +101,15 @@ DropHandler = Callable[[Subscriber[T], T], bool]
 # below take the other paths. The methods below are the reference.
 
 
-_CONTENDED_YIELDS: Final = 16
-"""How often a producer yields the GIL for a held producer lock before it blocks on it."""
+_CONTENDED_YIELDS: Final = 16 if getattr(sys, "_is_gil_enabled", lambda: True)() else 0
+"""How often a producer yields the GIL for a held producer lock before it blocks on it.
+
+Zero where the GIL was off when flowpy was imported: the convoy these yields
+avoid is one of threads taking turns at the GIL.
+"""
+
+_INLINE_OFFER: Final[type | None] = None if FREE_THREADED else _PythonBuffered
+"""The subscriptions whose offer submit writes out inline: none on a free-threaded build, whose offer takes a lock."""
 
 
 def _round_capacity(capacity: int) -> int:
@@ -158,8 +166,12 @@ class SubmissionPublisher(PublisherCore, Publisher[T], Generic[T]):
         self._turn = threading.Condition(self._lock)
         self._turn_waiters = 0  # producers inside self._turn.wait(); notified only if there are any
         self._blocked = 0  # ident of the producer waiting on self._space, holding the turn; 0 if none
-        self._subscriptions: tuple[BufferedSubscription[T], ...] = ()  # replaced, never mutated
-        self._closed = False  # set once; read without the lock by is_closed
+        # Replaced, never mutated: snapshot() reads it without the lock, and
+        # gets a tuple that was stored whole (a lone attribute read is never torn).
+        self._subscriptions: tuple[BufferedSubscription[T], ...] = ()
+        # Set once; read without the lock by is_closed, is_subscribed and
+        # snapshot, which report a state that was true at some point.
+        self._closed = False
         self._closed_exception: BaseException | None = None  # set with _closed, if exceptional
 
     # --- Publisher -----------------------------------------------------------
@@ -249,7 +261,7 @@ class SubmissionPublisher(PublisherCore, Publisher[T], Generic[T]):
                 # here to save a call per item; a full or closed buffer takes
                 # nothing, and the general path below handles it.
                 subscription = subscriptions[0]
-                if type(subscription) is _PythonBuffered:  # not a compiled one left from the other core
+                if type(subscription) is _INLINE_OFFER:  # nor a compiled one left from the other core
                     buffer = subscription._buffer
                     n = len(buffer)
                     if n < subscription._capacity:
@@ -411,12 +423,13 @@ class SubmissionPublisher(PublisherCore, Publisher[T], Generic[T]):
     def _acquire_contended(self) -> None:
         """Take the producer lock, which another thread holds, without a lock convoy.
 
-        A thread blocked in ``acquire`` is handed the lock by ``release``
-        while it does not hold the GIL; the releasing producer, still
-        running, then blocks on its next item, and every item costs a thread
-        switch. So a producer first yields the GIL a few times, letting the
-        holder run on, and takes the lock only when it finds it free while
-        holding the GIL; after that it blocks as usual.
+        With the GIL, a thread blocked in ``acquire`` is handed the lock by
+        ``release`` while it does not hold the GIL; the releasing producer,
+        still running, then blocks on its next item, and every item costs a
+        thread switch. So a producer first yields the GIL a few times, letting
+        the holder run on, and takes the lock only when it finds it free while
+        holding the GIL; after that it blocks as usual. Without the GIL it
+        blocks at once (``_CONTENDED_YIELDS`` is 0).
         """
         lock = self._lock
         for _ in range(_CONTENDED_YIELDS):
