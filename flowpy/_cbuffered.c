@@ -1949,7 +1949,7 @@ static PyType_Spec lock_spec = {
  * _publish_chunk is the reference's. Both call the reference's methods
  * (_publish, _publish_locked, _wait_turn, _retry, _live, _offer_each,
  * _closed_error) for everything else, exactly where the reference would
- * take those paths.
+ * take those paths, and its _recover when a wait there lost the lock.
  *
  * Every field is written, by this code or by the reference's (through the
  * member descriptors), only by the thread holding the producer lock, and
@@ -2393,7 +2393,26 @@ core_submit(PyObject *op, PyObject *item)
         return taken < 0 ? NULL : core_publish_python(op, item);
     }
     PyObject *result = core_publish_locked(self, item);
-    lock_exit(producer_lock);
+    if (result == NULL && ATOMIC_LOAD(producer_lock->owner) != me) {
+        /* An interrupt came inside Condition.wait (the reference's, on a
+           full buffer) after it released the lock: the reference's except,
+           _recover, takes the lock back, hands the turn on, and starts the
+           tasks of items left waiting. Every other error leaves the lock
+           held and the subscriptions consistent: this code runs no Python
+           code between two steps of an offer. */
+        PyObject *exc = take_exception();
+        PyObject *r = PyObject_CallMethod(op, "_recover", "O", lock);
+        if (r == NULL) {
+            chain_exception(exc);
+        }
+        else {
+            Py_DECREF(r);
+            restore_exception(exc);
+        }
+    }
+    if (ATOMIC_LOAD(producer_lock->owner) == me) { /* not if even _recover could not take it back */
+        lock_exit(producer_lock);
+    }
     return result;
 }
 

@@ -551,7 +551,9 @@ class SubmissionPublisher(PublisherCore, Publisher[T], Generic[T]):
                 raise self._closed_error(_operation(timeout))
         finally:
             self._blocked = 0
-            if self._turn_waiters:
+            # Unless an interrupt came inside Condition.wait after it released
+            # the lock: then _recover takes it back and hands the turn on.
+            if self._turn_waiters and self._lock._is_owned():  # type: ignore[attr-defined]
                 try:
                     self._turn.notify_all()
                 except BaseException:  # an interrupt before the waiters were woken: wake them
@@ -726,10 +728,13 @@ class SubmissionPublisher(PublisherCore, Publisher[T], Generic[T]):
         Caller holds self._lock, unless ``threading.Condition.wait`` was
         interrupted between releasing it and taking it back (a window in
         CPython's own code): then it is taken again here, for the caller's
-        ``release``.
+        ``release``, and the producers waiting for the turn that wait held
+        are woken (``_await_space`` could not notify them without the lock).
         """
         if not lock._is_owned():
             lock.acquire()
+        if getattr(self, "_turn_waiters", 0) and not self._blocked:  # the turn, if that wait held it
+            self._turn.notify_all()
         for subscription in getattr(self, "_subscriptions", ()):  # unset only if __init__ did not run
             subscription.resume()
 

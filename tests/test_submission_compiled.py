@@ -842,3 +842,43 @@ def test_an_executor_raising_base_exception_after_a_drain_from_c_propagates(comp
         publisher.submit(1)
     assert recorder.items == [0] and isinstance(recorder.error, Abort) and publisher._blocked == 0
     assert_lock_free(publisher)
+
+
+def test_a_failing_recovery_after_a_wait_that_lost_the_lock_is_raised_chained_to_the_interrupt(
+    compiled: None,
+) -> None:
+    # Condition.wait interrupted after releasing the lock: the compiled
+    # submit calls the reference's _recover, whose failure is raised with the
+    # interrupt as its __context__, and the lock, which nobody took back, is
+    # not released a second time.
+    executor = ManualExecutor()
+    publisher: SubmissionPublisher[int] = SubmissionPublisher(executor, 1)
+    stalled = Recorder()
+    publisher.subscribe(stalled)
+    executor.run_all()
+    publisher.submit(1)
+    space = publisher._space
+
+    def interrupted_wait(timeout: float | None = None) -> bool:
+        del space.wait
+        space._release_save()  # type: ignore[attr-defined]
+        raise KeyboardInterrupt("inside Condition.wait")
+
+    def failing_recover(lock: Any) -> None:
+        assert not lock._is_owned()
+        raise RuntimeError("recovery failed")
+
+    space.wait = interrupted_wait  # type: ignore[method-assign]
+    publisher._recover = failing_recover  # type: ignore[method-assign]
+    with pytest.raises(RuntimeError, match=r"^recovery failed$") as raised:
+        publisher.submit(2)
+    assert isinstance(raised.value.__context__, KeyboardInterrupt)
+    assert not publisher._lock._is_owned()  # type: ignore[attr-defined]
+    assert in_thread(lambda: publisher.number_of_subscribers) == 1  # another thread takes the lock
+    del publisher._recover
+    stalled.request(2)
+    executor.run_all()
+    publisher.submit(3)  # the publisher goes on
+    publisher.close()
+    executor.run_all()
+    assert stalled.items == [1, 3] and stalled.completed

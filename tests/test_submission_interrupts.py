@@ -314,8 +314,7 @@ def test_interrupt_after_the_wait_for_space_released_the_lock_still_hands_the_tu
     with pytest.raises(KeyboardInterrupt, match="the lock released"):
         publisher.submit(2)
     assert lock_is_free(publisher)
-    assert stalled.subscription is not None
-    stalled.subscription.request(MAX)
+    stalled.request(MAX)
     executor.run_all()  # item 1 goes, which makes space for the waiter's item
     waiter.join(10)
     assert not waiter.is_alive(), "the producer waiting for the turn was never woken"
