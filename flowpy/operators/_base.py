@@ -356,6 +356,8 @@ class HandOff(ABC):
         # None: the downstream's on_subscribe has returned (or was never handed off
         # here); _OPENING: the hand-off is under way, no terminal yet; else the
         # terminal held until it returns. Leaves None once, under _HAND_OFF_LOCK.
+        # Set to _OPENING inside on_subscribe, which the upstream calls before
+        # any terminal signal (rule 1.3): a terminal never reads None too early.
         self._held: object = None
 
     def _hand_off(self) -> None:
