@@ -152,6 +152,11 @@ def call_subscription(subscription: Subscription, n: int | None) -> None:
     """Call ``request(n)``, or ``cancel()`` if ``n`` is ``None``; report a raise (rules 3.15, 3.16).
 
     A raised ``BaseException`` that is not an ``Exception`` is re-raised after the report.
+    A ``cancel`` that runs out of stack or memory (:data:`EXHAUSTED`) is not
+    reported but made again from the bottom of this thread's trampoline
+    (:func:`flowpy._core.serial.defer`), where there is room for it: cancel
+    is idempotent (rule 3.7), and a chain of relays cancels through a call
+    per stage.
     """
     try:
         if n is None:
@@ -159,6 +164,11 @@ def call_subscription(subscription: Subscription, n: int | None) -> None:
         else:
             subscription.request(n)
     except BaseException as exc:
+        if n is None and isinstance(exc, EXHAUSTED):
+            from flowpy._core.serial import defer  # here: flowpy._core.serial imports this module
+
+            defer(subscription.cancel)
+            return
         name = "cancel" if n is None else "request"
         report(exc, f"{name} of {subscription!r} raised (rules 3.15, 3.16)")
         reraise_fatal(exc)

@@ -27,7 +27,7 @@ from flowpy._checks import none_error, require_callable_or_none, require_positiv
 from flowpy._demand import MAX_DEMAND, add_demand, unfilled_demand
 from flowpy._signals import reraise_fatal
 from flowpy.errors import MissingBackpressureError
-from flowpy.flow import Publisher, Subscriber, Subscription
+from flowpy.flow import Publisher, Subscriber
 from flowpy.operators._base import Relay, TrackedStagePublisher
 from flowpy.operators._queue import HeadSubscriber, QueueDrain
 from flowpy.operators._tracking import Stage
@@ -212,15 +212,11 @@ class _DemandGate(Relay, Generic[T]):
         self._lock = threading.Lock()
         self._requested = 0
 
-    def on_subscribe(self, subscription: Subscription) -> None:
-        """Hand this stage to the downstream, then request everything (rule 3.17).
-
-        Raises:
-            TypeError: if ``subscription`` is ``None`` (rule 2.13).
-        """
-        super().on_subscribe(subscription)
-        if self.upstream is subscription and not self.done:
-            subscription.request(MAX_DEMAND)
+    def _started(self) -> None:
+        """The downstream has its subscription: request everything (rule 3.17)."""
+        upstream = self.upstream
+        assert upstream is not None  # set before the hand-off
+        upstream.request(MAX_DEMAND)
 
     def on_next(self, item: T) -> None:
         """Pass ``item`` on if demand is open; else drop it (``on_drop``) or fail (strict).

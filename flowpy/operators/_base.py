@@ -31,10 +31,12 @@ __all__ = [
     "CancelledSubscription",
     "DemandDrain",
     "HalfSerial",
+    "HandOff",
     "Relay",
     "StagePublisher",
     "TrackedStagePublisher",
     "reject_subscriber",
+    "signal_deep",
 ]
 
 
@@ -301,18 +303,114 @@ class DemandDrain(Subscription, ABC):
                 self._requested -= emitted
 
 
-class Relay(Subscriber[Any], Subscription):
+def signal_deep(signal: Callable[[], object]) -> None:
+    """Call ``signal`` (a downstream's terminal method, an upstream's ``cancel``); if it runs out of stack, again later.
+
+    A relay passes each signal straight on, so a terminal signal or a
+    ``cancel`` made on a deep stack (inside an item that crossed many
+    relays) can hit the recursion limit in a stage further on. Out of stack
+    or memory (:data:`~flowpy._signals.EXHAUSTED`), the call is made again
+    from the bottom of this thread's trampoline (:func:`~flowpy._core.serial.defer`),
+    where there is room for it, so the stream still ends. Each relay calls
+    its neighbour through this, so the stage that ran out of stack is the
+    one called again, before it has claimed the signal. Other exceptions
+    propagate.
+    """
+    try:
+        signal()
+    except EXHAUSTED:
+        defer(signal)
+
+
+_HAND_OFF_LOCK = threading.Lock()
+"""Guards every :class:`HandOff`'s ``_held`` while it is not ``None``: taken on the subscribe path only."""
+
+_OPENING = Sentinel("OPENING")
+
+
+class HandOff(ABC):
+    """How a stage with no queue (a relay) hands itself to its downstream, and passes the terminal signal on.
+
+    Both go through the thread's trampoline (:func:`~flowpy._core.serial.trampoline`),
+    so that subscribing, completing or failing a pipeline of thousands of
+    such stages does not recurse through all of them: past
+    :data:`~flowpy._core.serial.NESTING` nested calls, the downstream's
+    ``on_subscribe`` (or terminal signal) runs once the outermost
+    trampolined call on this thread has returned.
+
+    A terminal signal that arrives before the downstream's ``on_subscribe``
+    has returned (the upstream ended while the hand-off waited, or ended
+    from inside that ``on_subscribe``) is held and passed on right after it
+    returned, so the downstream's signals stay serial (rules 1.3, 1.9).
+    Items need no such check, so the per-item path is unchanged: none can
+    come before the downstream has requested through this stage.
+
+    The stage calls :meth:`_hand_off` from ``on_subscribe`` once it has
+    accepted the upstream subscription, and :meth:`_terminal` for each
+    terminal signal; it implements :meth:`_subscribe_downstream`.
+    """
+
+    __slots__ = ("_held",)
+
+    def __init__(self) -> None:
+        # None: the downstream's on_subscribe has returned (or was never handed off
+        # here); _OPENING: the hand-off is under way, no terminal yet; else the
+        # terminal held until it returns. Leaves None once, under _HAND_OFF_LOCK.
+        # Set to _OPENING inside on_subscribe, which the upstream calls before
+        # any terminal signal (rule 1.3): a terminal never reads None too early.
+        self._held: object = None
+
+    def _hand_off(self) -> None:
+        """Run :meth:`_subscribe_downstream` through the trampoline, holding terminal signals until it returned."""
+        self._held = _OPENING
+        trampoline(self._handed_off)
+
+    def _handed_off(self) -> None:
+        """Run by the trampoline: :meth:`_subscribe_downstream`, then pass on the terminal signal held meanwhile."""
+        try:
+            self._subscribe_downstream()
+        finally:
+            with _HAND_OFF_LOCK:
+                held, self._held = self._held, None
+            if held is not _OPENING:
+                held()  # type: ignore[operator]  # a terminal signal: see _terminal()
+
+    @abstractmethod
+    def _subscribe_downstream(self) -> None:
+        """Signal the downstream's ``on_subscribe`` (:func:`~flowpy._signals.signal_subscribe`), then the rest."""
+
+    def _terminal(self, signal: Callable[[], object]) -> None:
+        """Run ``signal`` (passes a terminal signal on) through the trampoline, or hold it until the hand-off returned.
+
+        A second terminal signal while one is held is dropped: the stream ends once (rule 1.7).
+        """
+        if self._held is not None:
+            with _HAND_OFF_LOCK:
+                held = self._held
+                if held is not None:
+                    if held is _OPENING:
+                        self._held = signal
+                    return
+        trampoline(signal)
+
+
+class Relay(HandOff, Subscriber[Any], Subscription):
     """A stage that signals its subscriber on the upstream's thread, and is that subscriber's subscription.
 
     It keeps the first upstream subscription and cancels any later one
     (rule 2.5), passes one terminal signal on, and sends ``cancel`` upstream.
     Subclasses implement ``on_next`` and ``request``, and end the stream
-    themselves with :meth:`_end` before they signal.
+    themselves with :meth:`_end` before they signal. The hand-off to the
+    downstream and the terminal signals go through the trampoline
+    (:class:`HandOff`): subclasses change what follows the downstream's
+    ``on_subscribe`` in :meth:`_started`, and the terminal signals in
+    :meth:`_pass_error` and :meth:`_pass_complete`.
     """
 
     __slots__ = ("_downstream", "_upstream", "done")
 
     def __init__(self, downstream: Subscriber[Any]) -> None:
+        super().__init__()
         self._downstream = downstream
         # Keeps the first subscription, before the downstream can call request().
         self._upstream = UpstreamSlot()
@@ -321,7 +419,7 @@ class Relay(Subscriber[Any], Subscription):
         self.done = False
 
     def on_subscribe(self, subscription: Subscription) -> None:
-        """Keep ``subscription`` and hand this stage to the downstream as its subscription.
+        """Keep ``subscription`` and hand this stage to the downstream as its subscription, through the trampoline.
 
         If the downstream's ``on_subscribe`` raises, this stage cancels
         upstream and signals it ``on_error`` (rule 2.13,
@@ -331,7 +429,14 @@ class Relay(Subscriber[Any], Subscription):
             TypeError: if ``subscription`` is ``None`` (rule 2.13).
         """
         if self._upstream.accept(subscription):
-            signal_subscribe(self._downstream, self)
+            self._hand_off()
+
+    def _subscribe_downstream(self) -> None:
+        if signal_subscribe(self._downstream, self) and not self.done:
+            self._started()
+
+    def _started(self) -> None:
+        """Called once the downstream's ``on_subscribe`` has returned normally, unless the stream ended meanwhile."""
 
     @property
     def upstream(self) -> Subscription | None:
@@ -339,26 +444,34 @@ class Relay(Subscriber[Any], Subscription):
         return self._upstream.current
 
     def on_error(self, error: BaseException) -> None:
-        """Pass the upstream's failure on, unless the stream has already ended here.
+        """Pass the upstream's failure on (:meth:`_pass_error`), through the trampoline.
 
         Raises:
             TypeError: if ``error`` is ``None`` (rule 2.13).
         """
         require(error, "error", "2.13")
-        if self._end():
-            self._downstream.on_error(error)
+        self._terminal(partial(self._pass_error, error))
 
     def on_complete(self) -> None:
-        """Pass the upstream's completion on, unless the stream has already ended here."""
+        """Pass the upstream's completion on (:meth:`_pass_complete`), through the trampoline."""
+        self._terminal(self._pass_complete)
+
+    def _pass_error(self, error: BaseException) -> None:
+        """Pass ``error`` on, unless the stream has already ended here."""
         if self._end():
-            self._downstream.on_complete()
+            signal_deep(partial(self._downstream.on_error, error))
+
+    def _pass_complete(self) -> None:
+        """Pass the completion on, unless the stream has already ended here."""
+        if self._end():
+            signal_deep(self._downstream.on_complete)
 
     def cancel(self) -> None:
         """Stop and cancel upstream; idempotent (rules 3.5, 3.7)."""
         if self._end():
             upstream = self.upstream
             if upstream is not None:
-                upstream.cancel()
+                signal_deep(upstream.cancel)
 
     def _end(self) -> bool:
         """Mark the stream ended here; return whether this call ended it."""

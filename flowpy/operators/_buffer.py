@@ -50,12 +50,12 @@ class _BufferSubscriber(Relay, Generic[T]):
             self._items = []
             self._downstream.on_next(items)
 
-    def on_complete(self) -> None:
+    def _pass_complete(self) -> None:
         """Pass the last, shorter list on, if any, then complete."""
         items, self._items = self._items, []
         if items and not self.done:  # demand for it is open: fewer than count * n items came
             self._downstream.on_next(items)
-        super().on_complete()
+        super()._pass_complete()
 
     def request(self, n: int) -> None:
         """Ask upstream for ``n * count`` items (capped at ``2**63 - 1``); an invalid ``n`` goes up as is."""

@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
+from functools import partial
 from typing import Any, Generic, TypeVar
 
-from flowpy._checks import none_error, require, require_callable, require_publisher
+from flowpy._checks import none_error, require_callable, require_publisher
 from flowpy._signals import chain_fatal, report, reraise_fatal
 from flowpy.flow import Publisher, Subscriber
-from flowpy.operators._base import Relay, StagePublisher, reject_subscriber
+from flowpy.operators._base import Relay, StagePublisher, reject_subscriber, signal_deep
 
 __all__ = ["defer", "using"]
 
@@ -91,29 +92,24 @@ class _Using(Relay, Generic[S]):
         if not self.done:
             self._downstream.on_next(item)
 
-    def on_error(self, error: BaseException) -> None:
-        """Dispose of the resource, then pass ``error`` on (the disposer's failure chained to it).
-
-        Raises:
-            TypeError: if ``error`` is ``None`` (rule 2.13).
-        """
-        require(error, "error", "2.13")
+    def _pass_error(self, error: BaseException) -> None:
+        """Dispose of the resource, then pass ``error`` on (the disposer's failure chained to it)."""
         if not self._end():
             return
         failure = self._dispose()
-        self._downstream.on_error(error if failure is None else chain_fatal(error, failure))
+        signal_deep(partial(self._downstream.on_error, error if failure is None else chain_fatal(error, failure)))
         if failure is not None:
             reraise_fatal(failure)
 
-    def on_complete(self) -> None:
+    def _pass_complete(self) -> None:
         """Dispose of the resource, then complete (or fail with what the disposer raised)."""
         if not self._end():
             return
         failure = self._dispose()
         if failure is None:
-            self._downstream.on_complete()
+            signal_deep(self._downstream.on_complete)
         else:
-            self._downstream.on_error(failure)
+            signal_deep(partial(self._downstream.on_error, failure))
             reraise_fatal(failure)
 
     def request(self, n: int) -> None:
@@ -129,7 +125,7 @@ class _Using(Relay, Generic[S]):
         failure = self._dispose()
         upstream = self.upstream
         if upstream is not None:
-            upstream.cancel()
+            signal_deep(upstream.cancel)
         if failure is not None:
             report(failure, f"using's disposer {self._disposer!r} raised at cancel")
             reraise_fatal(failure)

@@ -33,8 +33,8 @@ from flowpy._checks import require_subscriber
 from flowpy._core.serial import defer, trampoline
 from flowpy._demand import add_demand
 from flowpy._signals import EXHAUSTED, report, reraise_fatal
-from flowpy.flow import Publisher, Subscriber, Subscription
-from flowpy.operators._base import Relay
+from flowpy.flow import Publisher, Subscriber
+from flowpy.operators._base import Relay, signal_deep
 
 __all__ = ["Demand", "FusedPublisher", "FusedSubscriber", "Step", "fuse", "indent"]
 
@@ -272,14 +272,9 @@ class FusedSubscriber(Relay, Generic[T_co]):
         self._synced = 0  # the value of `requested` the compiled code's credit counts down from
         self.on_next, self._stop = factory(self, downstream.on_next, self.complete, self._fail, **arguments)
 
-    def on_subscribe(self, subscription: Subscription) -> None:
-        """Start the stage; a chain with ``take(0)`` completes at once.
-
-        Raises:
-            TypeError: if ``subscription`` is ``None`` (rule 2.13).
-        """
-        super().on_subscribe(subscription)
-        if self._empty and self.upstream is subscription:
+    def _started(self) -> None:
+        """The downstream has its subscription: a chain with ``take(0)`` completes at once."""
+        if self._empty:
             self.complete()
 
     # --- Called by the compiled chain, on the delivering thread -----------
@@ -295,8 +290,8 @@ class FusedSubscriber(Relay, Generic[T_co]):
         if not self._end():
             return
         assert self.upstream is not None
-        self.upstream.cancel()
-        self._downstream.on_complete()
+        signal_deep(self.upstream.cancel)
+        signal_deep(self._downstream.on_complete)
 
     def _fail(self, error: BaseException) -> None:
         """A step raised: cancel upstream, then ``on_error``; then :func:`~flowpy._signals.reraise_fatal`.
@@ -326,8 +321,8 @@ class FusedSubscriber(Relay, Generic[T_co]):
         if not self._end():
             return False
         assert self.upstream is not None
-        self.upstream.cancel()
-        self._downstream.on_error(error)
+        signal_deep(self.upstream.cancel)
+        signal_deep(functools.partial(self._downstream.on_error, error))
         return True
 
     def settle(self, credit: int, dropped: tuple[tuple[int, int], ...]) -> tuple[int, bool]:

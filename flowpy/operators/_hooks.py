@@ -21,12 +21,13 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
+from functools import partial
 from typing import Any, TypeVar, cast
 
-from flowpy._checks import none_error, require, require_callable, require_publisher
-from flowpy._signals import call_subscription, chain_fatal, report, reraise_fatal, signal_subscribe
+from flowpy._checks import none_error, require_callable, require_publisher
+from flowpy._signals import call_subscription, chain_fatal, report, reraise_fatal
 from flowpy.flow import Publisher, Subscriber, Subscription
-from flowpy.operators._base import Relay, StagePublisher, reject_subscriber
+from flowpy.operators._base import Relay, StagePublisher, reject_subscriber, signal_deep
 from flowpy.operators._fused import Step, fuse
 
 __all__ = [
@@ -85,7 +86,7 @@ class _Peek(Relay):
             return True
 
     def on_subscribe(self, subscription: Subscription) -> None:
-        """Call ``do_on_subscribe``'s function with the upstream subscription, then pass this stage down.
+        """Call ``do_on_subscribe``'s function with the upstream subscription, then hand this stage down.
 
         Raises:
             TypeError: if ``subscription`` is ``None`` (rule 2.13).
@@ -102,7 +103,7 @@ class _Peek(Relay):
                 reject_subscriber(self._downstream, error)
                 reraise_fatal(error)
                 return
-        signal_subscribe(self._downstream, self)
+        self._hand_off()
 
     def on_next(self, item: Any) -> None:
         """Pass ``item`` on.
@@ -115,13 +116,8 @@ class _Peek(Relay):
         if not self.done:
             self._downstream.on_next(item)
 
-    def on_error(self, error: BaseException) -> None:
-        """Call ``do_on_error``'s function, pass the error on, then ``do_finally``'s.
-
-        Raises:
-            TypeError: if ``error`` is ``None`` (rule 2.13).
-        """
-        require(error, "error", "2.13")
+    def _pass_error(self, error: BaseException) -> None:
+        """Call ``do_on_error``'s function, pass the error on, then ``do_finally``'s."""
         if not self._end():
             return
         failure: BaseException | None = None
@@ -132,13 +128,13 @@ class _Peek(Relay):
                 failure = raised
                 error = chain_fatal(error, raised)
         try:
-            self._downstream.on_error(error)
+            signal_deep(partial(self._downstream.on_error, error))
         finally:
             self._finally()
         if failure is not None:
             reraise_fatal(failure)
 
-    def on_complete(self) -> None:
+    def _pass_complete(self) -> None:
         """Call ``do_on_complete``'s function and complete (or fail with what it raised), then ``do_finally``'s."""
         if not self._end():
             return
@@ -150,9 +146,9 @@ class _Peek(Relay):
                 failure = raised
         try:
             if failure is None:
-                self._downstream.on_complete()
+                signal_deep(self._downstream.on_complete)
             else:
-                self._downstream.on_error(failure)
+                signal_deep(partial(self._downstream.on_error, failure))
         finally:
             self._finally()
         if failure is not None:
@@ -175,7 +171,7 @@ class _Peek(Relay):
         upstream = self.upstream
         try:
             if upstream is not None:
-                upstream.cancel()
+                signal_deep(upstream.cancel)
         finally:
             self._finally()
         if failure is not None:

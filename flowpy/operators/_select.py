@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 
 from flowpy._checks import none_error, require_non_negative_int, require_publisher
 from flowpy._demand import MAX_DEMAND
-from flowpy.flow import Publisher, Subscriber, Subscription
+from flowpy.flow import Publisher, Subscriber
 from flowpy.operators._base import Relay, StagePublisher
 from flowpy.operators._queue import HeadSubscriber, QueueDrain
 from flowpy.operators._sequence import Companion, SequenceStage
@@ -209,15 +209,11 @@ class _IgnoreElements(Relay):
 
     __slots__ = ()
 
-    def on_subscribe(self, subscription: Subscription) -> None:
-        """Hand this stage to the downstream, then request everything (rule 3.17).
-
-        Raises:
-            TypeError: if ``subscription`` is ``None`` (rule 2.13).
-        """
-        super().on_subscribe(subscription)
-        if self.upstream is subscription and not self.done:
-            subscription.request(MAX_DEMAND)
+    def _started(self) -> None:
+        """The downstream has its subscription: request everything (rule 3.17)."""
+        upstream = self.upstream
+        assert upstream is not None  # set before the hand-off
+        upstream.request(MAX_DEMAND)
 
     def on_next(self, item: Any) -> None:
         """Drop ``item``.

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
+from functools import partial
 from typing import Generic, TypeVar
 
 from flowpy._checks import none_error, require, require_publisher
@@ -20,7 +21,7 @@ from flowpy._core.upstream import UpstreamSlot
 from flowpy._signals import signal_subscribe
 from flowpy.executors import DEFAULT, Default, Executor, SerialExecutor, Task, resolve_execute
 from flowpy.flow import Publisher, Subscriber, Subscription
-from flowpy.operators._base import StagePublisher, reject_subscriber
+from flowpy.operators._base import HandOff, StagePublisher, reject_subscriber, signal_deep
 
 __all__ = ["SerialExecutor", "subscribe_on"]
 
@@ -28,8 +29,12 @@ T = TypeVar("T")
 T_co = TypeVar("T_co", covariant=True)
 
 
-class _SubscribeOn(Subscriber[T], Subscription, Generic[T]):
-    """Forwards signals down and moves ``request`` to the serial executor."""
+class _SubscribeOn(HandOff, Subscriber[T], Subscription, Generic[T]):
+    """Forwards signals down and moves ``request`` to the serial executor.
+
+    The hand-off to the downstream and the terminal signals go through the
+    trampoline (:class:`~flowpy.operators._base.HandOff`).
+    """
 
     __slots__ = (
         "_downstream",
@@ -43,6 +48,7 @@ class _SubscribeOn(Subscriber[T], Subscription, Generic[T]):
     )
 
     def __init__(self, downstream: Subscriber[T], source: Publisher[T], execute: Callable[[Task], object]) -> None:
+        super().__init__()
         self._downstream = downstream
         self._source = source
         self._serial = SerialExecutor(execute, self._rejected)
@@ -85,15 +91,17 @@ class _SubscribeOn(Subscriber[T], Subscription, Generic[T]):
             self._downstream.on_error(error)
 
     def on_subscribe(self, subscription: Subscription) -> None:
-        """Hand this stage to the downstream as its subscription.
+        """Hand this stage to the downstream as its subscription, through the trampoline.
 
         A later subscription is cancelled and the first kept (rule 2.5).
 
         Raises:
             TypeError: if ``subscription`` is ``None`` (rule 2.13).
         """
-        if not self._upstream.accept(subscription):
-            return
+        if self._upstream.accept(subscription):
+            self._hand_off()
+
+    def _subscribe_downstream(self) -> None:
         self._signalling += 1
         try:
             if self._refused is None:
@@ -127,13 +135,19 @@ class _SubscribeOn(Subscriber[T], Subscription, Generic[T]):
             TypeError: if ``error`` is ``None`` (rule 2.13).
         """
         require(error, "error", "2.13")
-        if self._claim_terminal():
-            self._downstream.on_error(error)
+        self._terminal(partial(self._pass_error, error))
 
     def on_complete(self) -> None:
         """Pass the source's completion on, once."""
+        self._terminal(self._pass_complete)
+
+    def _pass_error(self, error: BaseException) -> None:
         if self._claim_terminal():
-            self._downstream.on_complete()
+            signal_deep(partial(self._downstream.on_error, error))
+
+    def _pass_complete(self) -> None:
+        if self._claim_terminal():
+            signal_deep(self._downstream.on_complete)
 
     def _rejected(self, error: BaseException) -> None:
         self._upstream.cancel()

@@ -23,7 +23,7 @@ from typing import Any, Generic, TypeVar
 from flowpy._checks import none_error, require_publisher, require_seconds
 from flowpy._context import capture
 from flowpy.errors import StreamTimeoutError
-from flowpy.flow import Publisher, Subscriber, Subscription
+from flowpy.flow import Publisher, Subscriber
 from flowpy.operators._base import Relay, StagePublisher
 from flowpy.operators._sequence import SequenceStage
 from flowpy.operators._timed import TOLERANCE
@@ -73,15 +73,8 @@ class _Gate(Relay, Generic[T]):
         self._busy = False  # an on_next is under way downstream
         self._last = 0.0  # when the last signal (or the subscription) ended
 
-    def on_subscribe(self, subscription: Subscription) -> None:
-        """Hand the subscriber this gate as its subscription, then start the clock.
-
-        Raises:
-            TypeError: if ``subscription`` is ``None`` (rule 2.13).
-        """
-        super().on_subscribe(subscription)
-        if self.upstream is not subscription:
-            return  # a second subscription (rule 2.5), cancelled
+    def _started(self) -> None:
+        """The subscriber has this gate as its subscription: start the clock."""
         with self._lock:
             self._last = self._now()
             if self._state is _State.WAITING and not self.done:

@@ -9,10 +9,14 @@ from typing import Any
 import pytest
 
 from flowpy import operators
+from flowpy._core.serial import NESTING, trampoline
+from flowpy._signals import call_subscription
 from flowpy.flow import Subscriber
-from flowpy.operators._base import CancelledSubscription, HalfSerial, StagePublisher
+from flowpy.operators._base import CancelledSubscription, HalfSerial, StagePublisher, signal_deep
+from flowpy.operators._hooks import _Peek
 from flowpy.sources import RangePublisher
 from flowpy.testing import TestSubscriber
+from tests.operators.conftest import StubSubscription
 from tests.support import Recorder
 
 
@@ -155,3 +159,64 @@ def test_half_serial_items_and_a_racing_terminal_never_overlap(run: int, tiny_sw
     assert downstream.violations == []
     assert downstream.kinds()[-1] == "on_complete"
     assert downstream.items == list(range(len(downstream.items)))
+
+
+# --- Relays: the hand-off through the trampoline --------------------------------------
+
+
+def _nested(depth: int, task: Any) -> None:
+    """Run ``task`` inside ``depth`` nested trampolined calls."""
+    if depth == 0:
+        task()
+    else:
+        trampoline(lambda: _nested(depth - 1, task))
+
+
+def test_relay_holds_a_terminal_until_its_handed_down_subscription_reached_the_downstream() -> None:
+    log: list[str] = []
+
+    class Logging(TestSubscriber[Any]):
+        def on_subscribe(self, subscription: Any) -> None:
+            log.append("on_subscribe")
+            super().on_subscribe(subscription)
+
+        def on_complete(self) -> None:
+            log.append("on_complete")
+            super().on_complete()
+
+    relay = _Peek(Logging())
+
+    def subscribe_and_complete() -> None:
+        relay.on_subscribe(StubSubscription())  # NESTING calls deep: the hand-off waits for the bottom
+        relay.on_complete()  # before the downstream has its subscription: held
+        log.append("returned")
+
+    _nested(NESTING, subscribe_and_complete)
+    assert log == ["returned", "on_subscribe", "on_complete"]
+
+
+def test_signal_deep_makes_a_call_that_ran_out_of_stack_again_from_the_bottom() -> None:
+    log: list[str] = []
+
+    def signal() -> None:
+        log.append("signal")
+        if log.count("signal") == 1:
+            raise RecursionError("out of stack")
+
+    _nested(3, lambda: (signal_deep(signal), log.append("returned")))
+    assert log == ["signal", "returned", "signal"]  # again once the trampolined calls had returned
+
+
+def test_a_cancel_that_runs_out_of_stack_is_made_again_from_the_bottom_not_reported(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    class OutOfStackOnce(StubSubscription):
+        def cancel(self) -> None:
+            super().cancel()
+            if self.cancels == 1:
+                raise RecursionError("out of stack")
+
+    subscription = OutOfStackOnce()
+    _nested(3, lambda: call_subscription(subscription, None))
+    assert subscription.cancels == 2
+    assert not caplog.records

@@ -232,3 +232,77 @@ def test_a_relay_chain_too_deep_for_the_stack_ends_with_on_error_not_a_hang() ->
         chain = chain.do_on_complete(lambda: None)
     with pytest.raises(RecursionError):
         chain.to_list().result(30)
+
+
+# --- Thousands of relays in a row ---------------------------------------------------
+#
+# A relay hands itself to its downstream, and passes the terminal signal on,
+# through the trampoline: subscribing, completing or failing thousands of
+# them does not recurse through all of them. An item still crosses them on
+# one stack: past a few hundred, the stream ends with on_error(RecursionError).
+
+_DEEP = 2000
+
+_RELAYS: dict[str, Any] = {
+    "do_on_error": lambda chain: chain.do_on_error(lambda error: None),
+    "do_on_complete": lambda chain: chain.do_on_complete(lambda: None),
+    "do_on_subscribe": lambda chain: chain.do_on_subscribe(lambda subscription: None),
+    "do_on_request": lambda chain: chain.do_on_request(lambda n: None),
+    "do_on_cancel": lambda chain: chain.do_on_cancel(lambda: None),
+    "do_finally": lambda chain: chain.do_finally(lambda: None),
+    "ignore_elements": lambda chain: chain.ignore_elements(),
+    "subscribe_on": lambda chain: chain.subscribe_on(),
+}
+
+
+def _deep(source: Flowable[Any], name: str, depth: int = _DEEP) -> Flowable[Any]:
+    chain = source
+    for _ in range(depth):
+        chain = _RELAYS[name](chain)
+    return chain
+
+
+def _outcome(flowable: Flowable[Any]) -> list[Any] | RecursionError:
+    """The items, or the RecursionError the stream ended with; a hang fails the test (result's timeout)."""
+    try:
+        return flowable.to_list().result(30)
+    except RecursionError as error:
+        return error
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("name", sorted(_RELAYS))
+def test_thousands_of_relays_end_items_with_values_or_on_error_not_a_hang(name: str) -> None:
+    expected = [] if name == "ignore_elements" else list(range(20))
+    outcome = _outcome(_deep(Flowable.range(0, 20), name))
+    # An item crosses the relays on one stack: ending with RecursionError is acceptable, a hang is not.
+    assert outcome == expected or isinstance(outcome, RecursionError)
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("name", sorted(_RELAYS))
+def test_thousands_of_relays_pass_a_completion_on(name: str) -> None:
+    assert _deep(Flowable.empty(), name).to_list().result(30) == []
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("name", sorted(_RELAYS))
+def test_thousands_of_relays_pass_an_error_on_after_on_subscribe(name: str) -> None:
+    # error() fails right after on_subscribe, while the relays' hand-offs wait
+    # in the trampoline: each relay holds the error until its downstream's
+    # on_subscribe has returned (rule 1.3).
+    log: list[Any] = []
+    subscriber = Logging(log)
+    _deep(Flowable.from_publisher(error(ValueError("boom"))), name).subscribe(subscriber)
+    subscriber.await_done(30)
+    assert log == ["on_subscribe", "on_error"]
+    assert isinstance(subscriber.errors[0], ValueError)
+
+
+@pytest.mark.timeout(60)
+def test_take_after_hundreds_of_relays_completes() -> None:
+    # take's completion cancels upstream through every relay on the item's
+    # deep stack: a cancel that runs out of stack is made again from the
+    # bottom of the trampoline, and the completion still goes down.
+    outcome = _outcome(_deep(Flowable.range(0, 20), "do_on_complete", 200).take(5))
+    assert outcome == [0, 1, 2, 3, 4] or isinstance(outcome, RecursionError)
