@@ -13,14 +13,9 @@ from tests.stress.engine import KINDS, run
 
 SEEDS = range(100)
 
-BOUNDED_KINDS = tuple(kind for kind in KINDS if kind != "interrupt")
-"""Every kind but ``interrupt``, which ``benchmarks/stress.py --kind interrupt`` runs: about 1 scenario in 200
-fails there, an interrupt inside ``threading.Condition.wait`` after it released the producer lock and before
-it took it back (docs/performance.md, "Stress runs")."""
-
 
 @pytest.mark.timeout(90)
 @pytest.mark.parametrize("seed", SEEDS)
-@pytest.mark.parametrize("kind", BOUNDED_KINDS)
+@pytest.mark.parametrize("kind", KINDS)
 def test_scenario_keeps_every_subscriber_consistent(kind: str, seed: int) -> None:
     run(kind, seed, timeout=30.0)
