@@ -172,7 +172,8 @@ class MulticastProcessor(Processor[T, T]):
         """
         self._prefetch = require_positive_int(prefetch, "prefetch")
         self._limit = replenish_limit(prefetch)  # consumed items that trigger the next request
-        # Appended by the upstream's on_next, popped by the drain loop;
+        # Appended by the upstream's on_next, popped only by the drain loop
+        # (a pass pops no more than the `available` items _prepare counted);
         # holds at most `prefetch` items while the upstream obeys rule 1.1.
         self._queue: deque[T] = deque()
         self._lock = threading.Lock()
