@@ -55,8 +55,10 @@ R = TypeVar("R")
 # from inside on_next returns at once (rule 3.3), and no subscriber method
 # runs under the lock.
 #
-# Each pass takes a snapshot of the subscribers and emits
-# min(requested - emitted) items to all of them: lock step. The terminal
+# Each pass takes a snapshot of the subscribers and of the queue's length
+# and emits min(requested - emitted, length) items to all of them: lock
+# step. Only items queued before the snapshot go out, so every item reaches
+# every subscriber that joined before it was queued. The terminal
 # signal goes out when the upstream ended *and* the queue is empty; at that
 # moment the subscriber tuple is swapped for the terminal state, so a
 # subscriber arriving later gets the terminal signal from subscribe().
@@ -69,11 +71,15 @@ class _View(Generic[T]):
     per item); only the thread running the drain touches it.
     """
 
-    __slots__ = ("demand", "done", "error", "failed", "subscribers", "terminated", "upstream")
+    __slots__ = ("available", "demand", "done", "error", "failed", "subscribers", "terminated", "upstream")
 
     def __init__(self) -> None:
         self.subscribers: tuple[_MulticastSubscription[T], ...] = ()  # the subscribers this pass serves
         self.demand = -1  # their least demand; -1 without subscribers
+        # Items queued when the pass was claimed: the most it may deliver. An
+        # item queued later may follow a subscriber that joined after the
+        # claim, so it waits for the next pass, which serves that one too.
+        self.available = 0
         self.failed: list[_MulticastSubscription[T]] = []  # detached for invalid requests: to signal
         self.upstream: Subscription | None = None  # to cancel: the failed ones were the last subscribers
         self.done = False  # the upstream had signalled its terminal
@@ -166,7 +172,8 @@ class MulticastProcessor(Processor[T, T]):
         """
         self._prefetch = require_positive_int(prefetch, "prefetch")
         self._limit = replenish_limit(prefetch)  # consumed items that trigger the next request
-        # Appended by the upstream's on_next, popped by the drain loop;
+        # Appended by the upstream's on_next, popped only by the drain loop
+        # (a pass pops no more than the `available` items _prepare counted);
         # holds at most `prefetch` items while the upstream obeys rule 1.1.
         self._queue: deque[T] = deque()
         self._lock = threading.Lock()
@@ -365,6 +372,7 @@ class MulticastProcessor(Processor[T, T]):
                 demand = remaining
         view.subscribers = subscribers
         view.demand = demand
+        view.available = len(self._queue)
         view.done = self._done
         view.error = self._error
         view.terminated = self._terminated
@@ -372,7 +380,11 @@ class MulticastProcessor(Processor[T, T]):
     def _pass(self, first: bool) -> bool:
         """One pass of the drain loop over the state :meth:`_prepare` read; returns ``False``.
 
-        Delivers up to the least demand of queued items to every subscriber.
+        Delivers up to the least demand of the items that were queued when
+        the pass was claimed, to the subscribers read then: an item queued
+        since may follow a subscriber that joined since, so it is left to the
+        next pass (the signal that queued it counts one), which serves that
+        subscriber too.
         A subscriber whose ``on_next`` raises is cancelled and the error
         reported (rule 2.13); the others go on. A raised ``BaseException``
         that is not an ``Exception`` ends the processor and is re-raised at
@@ -396,13 +408,13 @@ class MulticastProcessor(Processor[T, T]):
         subscribers = view.subscribers
         if not subscribers:
             return False
-        demand = view.demand
+        demand = min(view.demand, view.available)
         fatal: BaseException | None = None
-        if demand > 0 and queue:
+        if demand > 0:
             limit = self._limit
             consumed = self._consumed
             emitted = 0
-            while emitted < demand and queue:
+            while emitted < demand:
                 item = queue.popleft()
                 for subscription in subscribers:
                     if subscription.cancelled:

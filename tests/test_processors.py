@@ -181,6 +181,38 @@ def test_multicast_invalid_request_fails_only_that_subscriber() -> None:
     assert not upstream.cancelled.is_set()
 
 
+def test_multicast_item_queued_while_a_pass_runs_reaches_the_subscriber_that_joined_before_it() -> None:
+    # A pass serves the subscribers read as it was claimed. Here the pass of an
+    # invalid request, made on another thread, is held in the failed one's
+    # on_error, before it looks at the queue; meanwhile a subscriber joins and
+    # then an item arrives. The item came after the subscriber joined, so it
+    # must reach it: the running pass may not hand it to the old subscribers only.
+    processor, upstream = connected()
+    entered, gate = threading.Event(), threading.Event()
+
+    class HeldOnError(SyncRecorder):
+        def on_error(self, error: BaseException) -> None:
+            entered.set()
+            gate.wait(WAIT)
+            super().on_error(error)
+
+    first, failing = make_recorder(initial=5), HeldOnError(1)
+    processor.subscribe(first)
+    processor.subscribe(failing)
+    requester = threading.Thread(target=failing.request, args=(0,))
+    requester.start()
+    assert entered.wait(WAIT)
+    joined = make_recorder(initial=5)
+    processor.subscribe(joined)  # the running pass goes round again for it
+    feed(upstream, 1)
+    gate.set()
+    requester.join(WAIT)
+    assert not requester.is_alive()
+    assert isinstance(failing.error, ValueError)
+    assert first.items == joined.items == [1]
+    assert first.violations == joined.violations == []
+
+
 def test_multicast_failing_subscriber_is_dropped_and_logged(caplog: pytest.LogCaptureFixture) -> None:
     processor, upstream = connected()
 
