@@ -18,12 +18,13 @@ The verifications target the Flow API (:mod:`flowpy.flow`); the
 Dependency rule: ``flowpy.tck`` imports the standard library, its own
 modules and flowpy's API layer, and nothing else of flowpy. The API layer is
 :mod:`flowpy.flow`, :mod:`flowpy.reactivestreams`, :mod:`flowpy.adapters`,
-:mod:`flowpy.errors`, and three leaf modules: ``flowpy._demand`` (what a
+:mod:`flowpy.errors`, and four leaf modules: ``flowpy._demand`` (what a
 valid ``request(n)`` is and how demand adds up, rules 3.9 and 3.17),
-``flowpy._checks`` (argument checks and their messages, rules 1.9 and 2.13)
-and ``flowpy._pool`` (the executor kinds and the daemon thread pool the
-helper publisher runs on). The API layer imports only the standard library
-and itself. The implementation (executors, submission, processors, sources,
+``flowpy._checks`` (argument checks and their messages, rules 1.9 and
+2.13), ``flowpy._pool`` (the executor kinds and the daemon thread pool the
+helper publisher runs on) and ``flowpy._fork`` (the one after-fork reset
+that the pool and the kit register with). The API layer imports only the
+standard library and itself. The implementation (executors, submission, processors, sources,
 subscribers, operators, interop, spark) is never imported, so the kit can
 test any library, flowpy included, without sharing its machinery.
 ``tests/tck/test_dependency_rule.py`` enforces it.

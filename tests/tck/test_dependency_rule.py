@@ -25,6 +25,7 @@ API_LAYER = frozenset(
         "flowpy._demand",
         "flowpy._checks",
         "flowpy._pool",
+        "flowpy._fork",
     }
 )
 """What flowpy.tck may import from flowpy besides itself."""
