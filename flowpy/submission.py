@@ -767,9 +767,11 @@ class SubmissionPublisher(PublisherCore, Publisher[T], Generic[T]):
         state = "closed" if self._closed else f"subscribers={len(self._subscriptions)}"
         return f"<SubmissionPublisher {state} capacity={self._capacity} executor={self._executor!r}>"
 
-    def __del__(self) -> None:
+    def __del__(self, _warn: Callable[..., None] = warnings.warn) -> None:
+        # warnings.warn bound at definition: at interpreter exit the module's
+        # globals may already be gone when this runs.
         if not getattr(self, "_closed", True) and self._subscriptions:
-            warnings.warn(
+            _warn(
                 f"unclosed {self!r}: its subscribers never get on_complete; call close()",
                 ResourceWarning,
                 source=self,
