@@ -7,26 +7,30 @@ headers are present. The compiled one is used when it was built, unless the
 environment variable ``FLOWPY_NO_EXTENSIONS`` is set to anything but ``""``
 or ``"0"`` when flowpy is imported. Both behave the same; only the speed
 differs. :data:`flowpy.implementation` tells which one is active.
+
+Both are complete and importable side by side (as CPython's ``asyncio`` has
+``_PyFuture`` and ``_CFuture``): :mod:`flowpy.submission` builds one
+SubmissionPublisher class on each, once, at import, and binds the public name
+to the one chosen here (docs/internals.md).
 """
 
 from __future__ import annotations
 
 import os
-import sys
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any, Final, Literal
+from collections.abc import Callable
+from typing import Any, Final, Literal
 
 from flowpy._buffered import BufferedSubscription as PythonBufferedSubscription
 from flowpy.flow import Subscription
 
 __all__ = [
-    "BufferedSubscription",
     "CBufferedSubscription",
+    "CProducerLock",
+    "CPublisherCore",
     "PythonBufferedSubscription",
+    "c_first_none",
     "extensions_disabled",
     "implementation",
-    "using",
 ]
 
 
@@ -35,22 +39,10 @@ def extensions_disabled() -> bool:
     return os.environ.get("FLOWPY_NO_EXTENSIONS", "") not in ("", "0")
 
 
-class PythonPublisherCore:
-    """The base of :class:`~flowpy.submission.SubmissionPublisher` without the compiled core: nothing.
-
-    The compiled ``PublisherCore`` holds the state that the compiled
-    ``submit`` reads (``_lock``, ``_subscriptions``, ``_turn``,
-    ``_turn_waiters``, ``_blocked``, ``_closed``) in slots; here they are
-    plain attributes.
-    """
-
-    __slots__ = ()
-
-
 CBufferedSubscription: type[Subscription] | None = None
 """The compiled class, or ``None`` if it was not built or is disabled."""
 CPublisherCore: type | None = None
-"""The compiled base of SubmissionPublisher, with its ``submit``; ``None`` as above."""
+"""The compiled base of the compiled SubmissionPublisher, with its producer path; ``None`` as above."""
 CProducerLock: Callable[..., Any] | None = None
 """The compiled producer lock (``threading.RLock``'s interface); ``None`` as above."""
 c_first_none: Callable[[list[Any]], int] | None = None
@@ -73,36 +65,3 @@ if not extensions_disabled():
 
 implementation: Final[Literal["c", "python"]] = "python" if CBufferedSubscription is None else "c"
 """``"c"`` if the compiled core is active, ``"python"`` if the pure-Python one is."""
-
-if TYPE_CHECKING:
-    # Both classes have the same interface; type checkers see the reference.
-    BufferedSubscription = PythonBufferedSubscription
-    PublisherCore = PythonPublisherCore
-else:
-    BufferedSubscription: Any = PythonBufferedSubscription if CBufferedSubscription is None else CBufferedSubscription
-    # The base class is fixed when flowpy.submission is imported; which submit
-    # runs is chosen by flowpy.submission.select_core (see using()).
-    PublisherCore: Any = PythonPublisherCore if CPublisherCore is None else CPublisherCore
-
-
-@contextmanager
-def using(name: Literal["c", "python"]) -> Iterator[None]:
-    """Make SubmissionPublisher use implementation ``name`` inside the block.
-
-    Its subscriptions, its producer lock and its ``submit`` come from that
-    core. For tests and benchmarks, which compare the two in one process; not
-    thread-safe. Subscriptions and publishers made inside the block keep
-    their core's objects; ``submit`` is switched for every publisher.
-
-    Raises:
-        LookupError: if ``name`` is ``"c"`` and the compiled core is not available.
-    """
-    if name != "python" and CBufferedSubscription is None:
-        raise LookupError("the compiled core is not available: not built, or FLOWPY_NO_EXTENSIONS is set")
-    submission = sys.modules["flowpy.submission"]
-    previous = submission.core_name()
-    submission.select_core(name)
-    try:
-        yield
-    finally:
-        submission.select_core(previous)

@@ -38,11 +38,11 @@ from threading import get_ident
 from time import monotonic as _monotonic
 from time import sleep as _sleep
 from types import TracebackType
-from typing import Any, Final, Generic, TypeVar, cast
+from typing import TYPE_CHECKING, Any, ClassVar, Final, Generic, TypeVar, cast
 
 from flowpy import _impl
 from flowpy._buffered import FREE_THREADED, Handler
-from flowpy._buffered import BufferedSubscription as _PythonBuffered
+from flowpy._buffered import BufferedSubscription as _PyBufferedSubscription
 from flowpy._checks import (
     check_timeout,
     none_error,
@@ -55,15 +55,15 @@ from flowpy._checks import (
 from flowpy._consumer import no_result, subscribe_future
 from flowpy._context import capture
 from flowpy._exit import track
-from flowpy._impl import BufferedSubscription, PublisherCore
 from flowpy.errors import ClosedPublisherError, DuplicateSubscriptionError, ReentrantSubmitError
 from flowpy.executors import DEFAULT, Default, Executor, default_executor, resolve_execute
 from flowpy.flow import Publisher, Subscriber, default_buffer_size
 from flowpy.snapshots import PublisherSnapshot, SubscriberSnapshot
 
-__all__ = ["BUFFER_CAPACITY_LIMIT", "DropHandler", "SubmissionPublisher"]
+__all__ = ["BUFFER_CAPACITY_LIMIT", "TWINS", "DropHandler", "SubmissionPublisher"]
 
 T = TypeVar("T")
+_P = TypeVar("_P", bound="_SubmissionPublisherBase[Any]")
 
 BUFFER_CAPACITY_LIMIT: Final = 1 << 30
 """The largest buffer capacity; larger requests are rounded down to it."""
@@ -90,15 +90,19 @@ DropHandler = Callable[[Subscriber[T], T], bool]
 # while blocked), or the turn of its own blocked outer submit. Those raise
 # ReentrantSubmitError instead; the checks are on the slow path only.
 #
-# With the compiled core, the base class PublisherCore (flowpy/_cbuffered.c)
-# holds _lock, _subscriptions, _turn, _turn_waiters, _blocked and _closed in
-# slots, and submit and _publish_chunk are its C methods (select_core, at
-# the end). submit publishes an item that needs no Python code (every buffer
-# has room, no task to start) without taking the lock, offers to each
-# subscription from C otherwise, and drains from C a full buffer whose task
-# this thread can run at once, as _retry would; it calls this class's
-# _publish, _publish_locked, _retry and _live exactly where the methods
-# below take the other paths. The methods below are the reference.
+# Twins. _SubmissionPublisherBase holds what both cores share: construction,
+# subscribing, closing, the queries and submit_many's loop. Two complete
+# classes are built on it, once, at import (docs/internals.md):
+#
+#   - _PySubmissionPublisher: the reference producer path in Python, over
+#     flowpy._buffered.BufferedSubscription and a threading.RLock;
+#   - _CSubmissionPublisher: the same path in C, from PublisherCore of
+#     flowpy/_cbuffered.c (which holds _lock, _subscriptions, _turn,
+#     _turn_waiters, _blocked and _closed in slots), over the compiled
+#     BufferedSubscription and ProducerLock; None when not built or disabled.
+#
+# SubmissionPublisher is the one flowpy._impl chose. Both stay importable side
+# by side (TWINS), so one program can run on each.
 
 
 _CONTENDED_YIELDS: Final = 16 if getattr(sys, "_is_gil_enabled", lambda: True)() else 0
@@ -108,7 +112,7 @@ Zero where the GIL was off when flowpy was imported: the convoy these yields
 avoid is one of threads taking turns at the GIL.
 """
 
-_INLINE_OFFER: Final[type | None] = None if FREE_THREADED else _PythonBuffered
+_INLINE_OFFER: Final[type | None] = None if FREE_THREADED else _PyBufferedSubscription
 """The subscriptions whose offer submit writes out inline: none on a free-threaded build, whose offer takes a lock."""
 
 
@@ -119,8 +123,12 @@ def _round_capacity(capacity: int) -> int:
     return 1 << (capacity - 1).bit_length() if capacity > 1 else 1
 
 
-class SubmissionPublisher(PublisherCore, Publisher[T], Generic[T]):
+class _SubmissionPublisherBase(Publisher[T], Generic[T]):
     """A publisher that buffers each subscriber's items and delivers them on an executor.
+
+    The part both twins share; each twin adds the producer path
+    (``submit``, ``offer``, ``_publish_chunk``, ``_recover``) and names its
+    core's classes below.
 
     Args:
         executor: where subscribers are called: a ``concurrent.futures``
@@ -138,6 +146,24 @@ class SubmissionPublisher(PublisherCore, Publisher[T], Generic[T]):
             callable.
         ValueError: if ``max_buffer_capacity`` is not positive.
     """
+
+    if TYPE_CHECKING:  # what each twin provides, from its core (declared here for the shared methods)
+        _subscription_type: ClassVar[type[_PyBufferedSubscription[Any]]]
+        """The core's BufferedSubscription: one per subscriber."""
+
+        @staticmethod
+        def _lock_type() -> threading.RLock:
+            """A new producer lock of the core (``threading.RLock``'s interface)."""
+
+        @staticmethod
+        def _first_none(items: list[Any]) -> int:
+            """The index of the first ``None`` in ``items`` (by identity), or its length."""
+
+        def _publish_chunk(self, chunk: list[T], end: int) -> None:
+            """Publish ``chunk[:end]`` (no ``None`` in it) as ``submit`` would each. Caller holds self._lock."""
+
+        def _recover(self, lock: Any) -> None:
+            """Make the publisher consistent after an exception cut a producer call short."""
 
     def __init__(
         self,
@@ -157,7 +183,7 @@ class SubmissionPublisher(PublisherCore, Publisher[T], Generic[T]):
         # with a direct executor on_next runs inside submit and may submit.
         # A threading.RLock with the pure-Python core, the compiled
         # ProducerLock (the same interface) with the compiled one.
-        self._lock = _new_producer_lock()
+        self._lock = self._lock_type()
         # Notified when a producer waiting for space in some subscription
         # may go on: a slot was freed, it closed, a task became claimable,
         # or this publisher closed.
@@ -168,7 +194,7 @@ class SubmissionPublisher(PublisherCore, Publisher[T], Generic[T]):
         self._blocked = 0  # ident of the producer waiting on self._space, holding the turn; 0 if none
         # Replaced, never mutated: snapshot() reads it without the lock, and
         # gets a tuple that was stored whole (a lone attribute read is never torn).
-        self._subscriptions: tuple[BufferedSubscription[T], ...] = ()
+        self._subscriptions: tuple[_PyBufferedSubscription[T], ...] = ()
         # Set once; read without the lock by is_closed, is_subscribed and
         # snapshot, which report a state that was true at some point.
         self._closed = False
@@ -194,7 +220,7 @@ class SubmissionPublisher(PublisherCore, Publisher[T], Generic[T]):
 
     def _subscribe(self, subscriber: Subscriber[T]) -> bool:
         """Do :meth:`subscribe`; return whether a new subscription was made (not a duplicate)."""
-        subscription = BufferedSubscription(
+        subscription: _PyBufferedSubscription[T] = self._subscription_type(
             subscriber, self._execute, self._capacity, self._handler, self._space, capture()
         )
         with self._lock:
@@ -225,59 +251,6 @@ class SubmissionPublisher(PublisherCore, Publisher[T], Generic[T]):
 
     # --- Producing ------------------------------------------------------------
 
-    def submit(self, item: T) -> int:
-        """Publish ``item`` to every current subscriber, blocking while a buffer is full.
-
-        Returns:
-            An estimate of the largest number of items buffered for one
-            subscriber, at least 1; 0 if there are no subscribers.
-
-        Raises:
-            TypeError: if ``item`` is ``None`` (rule 2.13).
-            ClosedPublisherError: if the publisher is closed, or was closed
-                while this call waited.
-            ReentrantSubmitError: if waiting for space could never end, because
-                this thread is inside the methods of the subscriber whose
-                buffer is full (say, ``on_next`` on ``direct_executor``).
-
-        An executor that refuses a delivery task does not make ``submit``
-        fail: that subscriber gets ``on_error`` with the executor's exception,
-        and the others get the item.
-        """
-        if item is None:  # inline, not require(): once per item on the hot path; only a failure calls
-            raise none_error("item", "2.13")
-        lock = self._lock
-        try:  # explicit calls cost half of a with-statement on this path
-            if not lock.acquire(False):
-                self._acquire_contended()
-        except BaseException:
-            _release_if_taken(lock)
-            raise
-        try:
-            subscriptions = self._subscriptions
-            if len(subscriptions) == 1 and not self._blocked:
-                # The common case inline: one subscriber, room in its buffer.
-                # This is _buffered.BufferedSubscription.offer, written out
-                # here to save a call per item; a full or closed buffer takes
-                # nothing, and the general path below handles it.
-                subscription = subscriptions[0]
-                if type(subscription) is _INLINE_OFFER:  # nor a compiled one left from the other core
-                    buffer = subscription._buffer
-                    n = len(buffer)
-                    if n < subscription._capacity:
-                        buffer.append(item)
-                        if not subscription._running and subscription._demand:
-                            subscription._start_on_offer()
-                        return n + 1
-            if subscriptions and not self._blocked:  # _publish_locked, less its checks made here
-                return self._publish_to(item, subscriptions, None, None)
-            return self._publish_locked(item, None, None)
-        except BaseException:
-            self._recover(lock)
-            raise
-        finally:
-            lock.release()
-
     def submit_many(self, items: Iterable[T]) -> int:
         """Publish each of ``items`` in order, exactly as calling :meth:`submit` on each would.
 
@@ -303,7 +276,7 @@ class SubmissionPublisher(PublisherCore, Publisher[T], Generic[T]):
             chunk = list(islice(iterator, size))  # read outside the lock: the iterable is user code
             if not chunk:
                 return submitted
-            end = _first_none(chunk)  # up to it; it then raises as submit(None) would
+            end = self._first_none(chunk)  # up to it; it then raises as submit(None) would
             try:
                 if not lock.acquire(False):
                     self._acquire_contended()
@@ -320,105 +293,6 @@ class SubmissionPublisher(PublisherCore, Publisher[T], Generic[T]):
             submitted += end
             if end < len(chunk):
                 raise none_error("item", "2.13")
-
-    def _publish_chunk(self, chunk: list[T], end: int) -> None:
-        """Publish ``chunk[:end]`` (no ``None`` in it) as ``submit`` would each. Caller holds self._lock."""
-        done = 0
-        while done < end:
-            if self._blocked:
-                self._wait_turn(None)
-            subscriptions = self._subscriptions
-            if not subscriptions:
-                if self._closed:
-                    raise self._closed_error("submit")
-                return  # as submit() with no subscribers: the items go nowhere
-            if len(subscriptions) == 1:
-                room = subscriptions[0].free_slots()
-            else:
-                room = min(subscription.free_slots() for subscription in subscriptions)
-            if room > 0:
-                stop = done + room
-                if stop >= end:
-                    stop = end
-                # The whole chunk, not a copy of it, when it all fits at once.
-                part = chunk if done == 0 and stop == len(chunk) else chunk[done:stop]
-                for subscription in subscriptions:
-                    status = subscription.extend(part)
-                    if status == 0:
-                        self._offer_each(subscription, part)
-                    elif status < 0:
-                        self._subscriptions = self._live()
-                done = stop
-            else:  # a buffer is full or closed: one item the general way, which may wait
-                self._publish_locked(chunk[done], None, None)
-                done += 1
-
-    def _offer_each(self, subscription: BufferedSubscription[T], items: list[T]) -> None:
-        """Offer ``items`` to ``subscription`` one by one, waiting for space as submit does. Caller holds self._lock.
-
-        For a part of a chunk that no longer fits whole, because a task that
-        an earlier ``extend`` started published into this buffer meanwhile
-        (a subscriber that publishes from ``on_next`` on an executor that
-        runs tasks at once).
-        """
-        for item in items:
-            status = subscription.offer(item)
-            if status == 0:
-                self._retry(item, [subscription], 0, None, None)
-            elif status < 0:  # closed: the rest of the part goes nowhere, as each submit's would
-                self._subscriptions = self._live()
-                return
-
-    def offer(
-        self,
-        item: T,
-        on_drop: DropHandler[T] | None = None,
-        *,
-        timeout: float | None = None,
-    ) -> int:
-        """Publish ``item`` if possible, without blocking or for at most ``timeout`` seconds.
-
-        A subscriber whose buffer is full is retried at once (after waiting up
-        to ``timeout`` seconds for it, each full subscriber separately). If it
-        is still full and ``on_drop(subscriber, item)`` returns ``True``, it is
-        retried exactly once more; otherwise the item is dropped for it.
-
-        Returns:
-            If any subscriber dropped the item, minus the number that did;
-            otherwise the lag estimate of :meth:`submit`. (New flowpy APIs
-            do not multiplex signs like this; it is kept for fidelity.)
-
-        Raises:
-            TypeError: if ``item`` is ``None`` (rule 2.13), ``on_drop`` is not
-                callable, or ``timeout`` is not a number.
-            ValueError: if ``timeout`` is NaN. (A negative one waits not at
-                all; one above ``threading.TIMEOUT_MAX``, ``inf`` included,
-                waits that long, about 292 years.)
-            ClosedPublisherError: if the publisher is closed.
-            Exception: what ``on_drop`` raised.
-        """
-        if on_drop is not None and not callable(on_drop):  # inline: offer() is a per-item path
-            raise TypeError(f"on_drop must be callable or None, got {on_drop!r}")
-        return self._publish(item, 0.0 if timeout is None else check_timeout(timeout, negative_is_zero=True), on_drop)
-
-    def _publish(self, item: T, timeout: float | None, on_drop: DropHandler[T] | None) -> int:
-        """Offer ``item`` to each subscription; ``timeout=None`` (``submit``) waits without limit."""
-        if item is None:
-            raise none_error("item", "2.13")
-        lock = self._lock
-        try:
-            if not lock.acquire(False):
-                self._acquire_contended()
-        except BaseException:
-            _release_if_taken(lock)
-            raise
-        try:
-            return self._publish_locked(item, timeout, on_drop)
-        except BaseException:
-            self._recover(lock)
-            raise
-        finally:
-            lock.release()
 
     def _acquire_contended(self) -> None:
         """Take the producer lock, which another thread holds, without a lock convoy.
@@ -437,129 +311,6 @@ class SubmissionPublisher(PublisherCore, Publisher[T], Generic[T]):
             if lock.acquire(False):
                 return
         lock.acquire()
-
-    def _wait_turn(self, timeout: float | None) -> None:
-        """Wait while another producer is blocked for space holding the turn. Caller holds self._lock."""
-        while self._blocked:
-            if self._blocked == get_ident():
-                raise ReentrantSubmitError(
-                    f"cannot {_operation(timeout)}(): this thread's own submit() is waiting for buffer "
-                    f"space, and a subscriber it delivers to meanwhile must not publish to the same publisher"
-                )
-            self._turn_waiters += 1
-            try:
-                self._turn.wait()
-            finally:
-                self._turn_waiters -= 1
-
-    def _publish_locked(self, item: T, timeout: float | None, on_drop: DropHandler[T] | None) -> int:
-        """The body of :meth:`_publish`, for an ``item`` that is not ``None``. Caller holds self._lock."""
-        if self._blocked:
-            self._wait_turn(timeout)
-        subscriptions = self._subscriptions
-        if not subscriptions:
-            if self._closed:
-                raise self._closed_error(_operation(timeout))
-            return 0
-        return self._publish_to(item, subscriptions, timeout, on_drop)
-
-    def _publish_to(
-        self,
-        item: T,
-        subscriptions: tuple[BufferedSubscription[T], ...],
-        timeout: float | None,
-        on_drop: DropHandler[T] | None,
-    ) -> int:
-        """Offer ``item`` to each of ``subscriptions``; wait, retry and drop for the full ones.
-
-        The rest of :meth:`_publish_locked`, once no producer holds the turn
-        and there are subscriptions. Caller holds self._lock.
-        """
-        lag = 0
-        saturated: list[BufferedSubscription[T]] | None = None
-        for subscription in subscriptions:
-            status = subscription.offer(item)
-            if status > lag:
-                lag = status
-            elif status == 0:
-                if saturated is None:
-                    saturated = [subscription]
-                else:
-                    saturated.append(subscription)
-            elif status < 0:
-                self._subscriptions = self._live()
-        if saturated is not None:
-            lag = self._retry(item, saturated, lag, timeout, on_drop)
-        return lag
-
-    def _retry(
-        self,
-        item: T,
-        saturated: list[BufferedSubscription[T]],
-        lag: int,
-        timeout: float | None,
-        on_drop: DropHandler[T] | None,
-    ) -> int:
-        """Wait, retry and drop for the subscriptions that were full. Caller holds self._lock."""
-        drops = 0
-        for subscription in saturated:
-            if timeout != 0:
-                self._await_space(subscription, timeout)
-            status = subscription.offer(item)
-            if status == 0 and on_drop is not None:
-                subscriber = subscription.subscriber
-                if subscriber is not None and on_drop(subscriber, item):
-                    status = subscription.offer(item)
-            if status == 0:
-                drops += 1
-                subscription.count_drop()
-            elif status > lag and not drops:
-                lag = status
-            elif status < 0:
-                self._subscriptions = self._live()
-        return -drops if drops else lag
-
-    def _await_space(self, subscription: BufferedSubscription[T], timeout: float | None) -> None:
-        """Block until ``subscription`` has space, closes, or ``timeout`` passes. Caller holds self._lock.
-
-        Raises:
-            ClosedPublisherError: if the publisher closes meanwhile.
-            ReentrantSubmitError: if ``timeout`` is ``None`` and only this
-                thread could free the space (an ``offer`` does not wait then).
-        """
-        if subscription.delivering_here():
-            if timeout is None:
-                raise ReentrantSubmitError(
-                    f"cannot submit(): the buffer of {subscription.subscriber!r} is full and this thread is "
-                    f"inside one of its methods, so it could never drain; submit from another thread, "
-                    f"use offer(), or deliver on a pool executor"
-                )
-            return
-        deadline = None if timeout is None else _monotonic() + timeout
-        self._blocked = get_ident()
-        try:
-            while not subscription.has_space():
-                if self._closed:
-                    raise self._closed_error(_operation(timeout))
-                remaining = None
-                if deadline is not None:
-                    remaining = deadline - _monotonic()
-                    if remaining <= 0:
-                        return
-                subscription.wait_for_space(remaining)
-            if self._closed:
-                raise self._closed_error(_operation(timeout))
-        finally:
-            self._blocked = 0
-            # Unless an interrupt came inside Condition.wait after it released
-            # the lock: then _recover takes it back and hands the turn on.
-            if self._turn_waiters and self._lock._is_owned():  # type: ignore[attr-defined]
-                try:
-                    self._turn.notify_all()
-                except BaseException:  # an interrupt before the waiters were woken: wake them
-                    self._turn.notify_all()
-                    raise
-            subscription.stop_waiting()
 
     # --- Closing ----------------------------------------------------------------
 
@@ -606,7 +357,7 @@ class SubmissionPublisher(PublisherCore, Publisher[T], Generic[T]):
                 self._end_all(subscriptions, error)  # an interrupt cut it short: every step again
                 raise
 
-    def _end_all(self, subscriptions: tuple[BufferedSubscription[T], ...], error: BaseException | None) -> None:
+    def _end_all(self, subscriptions: tuple[_PyBufferedSubscription[T], ...], error: BaseException | None) -> None:
         """Wake blocked producers, then end each of ``subscriptions`` (``on_error(error)``, or ``on_complete``).
 
         Each step may be repeated. Caller holds self._lock and has set ``_closed``.
@@ -618,7 +369,7 @@ class SubmissionPublisher(PublisherCore, Publisher[T], Generic[T]):
             else:
                 subscription.signal_error(error)
 
-    def __enter__(self) -> SubmissionPublisher[T]:
+    def __enter__(self: _P) -> _P:
         return self
 
     def __exit__(
@@ -628,13 +379,6 @@ class SubmissionPublisher(PublisherCore, Publisher[T], Generic[T]):
         tb: TracebackType | None,
     ) -> None:
         self.close()
-
-    def _closed_error(self, operation: str) -> ClosedPublisherError:
-        if self._closed_exception is not None:
-            return ClosedPublisherError(
-                f"cannot {operation}(): publisher was closed by close_exceptionally(); check closed_exception"
-            )
-        return ClosedPublisherError(f"cannot {operation}(): publisher was closed by close()")
 
     # --- Queries ------------------------------------------------------------------
 
@@ -720,29 +464,11 @@ class SubmissionPublisher(PublisherCore, Publisher[T], Generic[T]):
             subscribers.append(SubscriberSnapshot(subscriber, buffered, capacity, demand, delivered, dropped))
         return PublisherSnapshot(self._closed, capacity, tuple(subscribers))
 
-    def _recover(self, lock: Any) -> None:
-        """Make the publisher consistent after an exception cut a producer call short; before it releases ``lock``.
-
-        An interrupt (``KeyboardInterrupt``) may come between two steps of
-        ``offer``: each subscription starts the task for items left waiting.
-        Caller holds self._lock, unless ``threading.Condition.wait`` was
-        interrupted between releasing it and taking it back (a window in
-        CPython's own code): then it is taken again here, for the caller's
-        ``release``, and the producers waiting for the turn that wait held
-        are woken (``_await_space`` could not notify them without the lock).
-        """
-        if not lock._is_owned():
-            lock.acquire()
-        if getattr(self, "_turn_waiters", 0) and not self._blocked:  # the turn, if that wait held it
-            self._turn.notify_all()
-        for subscription in getattr(self, "_subscriptions", ()):  # unset only if __init__ did not run
-            subscription.resume()
-
-    def _live(self) -> tuple[BufferedSubscription[T], ...]:
+    def _live(self) -> tuple[_PyBufferedSubscription[T], ...]:
         """The open subscriptions. Caller holds self._lock."""
         return tuple(s for s in self._subscriptions if not s.is_closed)
 
-    def _prune(self) -> tuple[BufferedSubscription[T], ...]:
+    def _prune(self) -> tuple[_PyBufferedSubscription[T], ...]:
         """Drop closed subscriptions and return the rest. Caller holds self._lock."""
         live = self._subscriptions = self._live()
         return live
@@ -801,46 +527,344 @@ def _first_none_python(items: list[T]) -> int:
     return next(compress(count(), map(is_, items, repeat(None))), len(items))
 
 
-_REFERENCE_SUBMIT: Final = SubmissionPublisher.submit
-_REFERENCE_PUBLISH_CHUNK: Final = SubmissionPublisher._publish_chunk
-_first_none: Callable[[list[Any]], int] = _first_none_python
-_core = "python"
-_new_producer_lock: Callable[[], threading.RLock] = threading.RLock
+class _PySubmissionPublisher(_SubmissionPublisherBase[T]):
+    """SubmissionPublisher on the pure-Python core: the reference producer path.
 
-
-def select_core(name: str) -> None:
-    """Use the producer path of core ``name`` (``"c"`` or ``"python"``) from now on.
-
-    ``submit`` and ``_publish_chunk`` are switched for every publisher;
-    publishers built from now on get that core's producer lock. The subscriptions are chosen by
-    ``BufferedSubscription`` here. Called once at import and by
-    :func:`flowpy._impl.using`.
+    Its subscriptions are :class:`flowpy._buffered.BufferedSubscription`, its
+    producer lock a :class:`threading.RLock`.
     """
-    global _core, _new_producer_lock, _first_none, BufferedSubscription
-    if (
-        name == "c"
-        and _impl.CPublisherCore is not None
-        and _impl.CProducerLock is not None
-        and _impl.c_first_none is not None
-    ):
-        setattr(SubmissionPublisher, "submit", _impl.CPublisherCore.__dict__["submit"])  # noqa: B010
-        setattr(SubmissionPublisher, "_publish_chunk", _impl.CPublisherCore.__dict__["_publish_chunk"])  # noqa: B010
-        _new_producer_lock = _impl.CProducerLock
-        _first_none = _impl.c_first_none
-        BufferedSubscription = cast(Any, _impl.CBufferedSubscription)  # the same interface as the reference
-        _core = "c"
-    else:
-        setattr(SubmissionPublisher, "submit", _REFERENCE_SUBMIT)  # noqa: B010
-        setattr(SubmissionPublisher, "_publish_chunk", _REFERENCE_PUBLISH_CHUNK)  # noqa: B010
-        _new_producer_lock = threading.RLock
-        _first_none = _first_none_python
-        BufferedSubscription = _impl.PythonBufferedSubscription
-        _core = "python"
+
+    _subscription_type = _PyBufferedSubscription
+    _lock_type = staticmethod(threading.RLock)
+    _first_none = staticmethod(_first_none_python)
+
+    # --- Producing (caller of the _ methods holds self._lock) ----------------
+
+    def submit(self, item: T) -> int:
+        """Publish ``item`` to every current subscriber, blocking while a buffer is full.
+
+        Returns:
+            An estimate of the largest number of items buffered for one
+            subscriber, at least 1; 0 if there are no subscribers.
+
+        Raises:
+            TypeError: if ``item`` is ``None`` (rule 2.13).
+            ClosedPublisherError: if the publisher is closed, or was closed
+                while this call waited.
+            ReentrantSubmitError: if waiting for space could never end, because
+                this thread is inside the methods of the subscriber whose
+                buffer is full (say, ``on_next`` on ``direct_executor``).
+
+        An executor that refuses a delivery task does not make ``submit``
+        fail: that subscriber gets ``on_error`` with the executor's exception,
+        and the others get the item.
+        """
+        if item is None:  # inline, not require(): once per item on the hot path; only a failure calls
+            raise none_error("item", "2.13")
+        lock = self._lock
+        try:  # explicit calls cost half of a with-statement on this path
+            if not lock.acquire(False):
+                self._acquire_contended()
+        except BaseException:
+            _release_if_taken(lock)
+            raise
+        try:
+            subscriptions = self._subscriptions
+            if len(subscriptions) == 1 and not self._blocked:
+                # The common case inline: one subscriber, room in its buffer.
+                # This is _buffered.BufferedSubscription.offer, written out
+                # here to save a call per item; a full or closed buffer takes
+                # nothing, and the general path below handles it.
+                subscription = subscriptions[0]
+                if type(subscription) is _INLINE_OFFER:  # nor a compiled one left from the other core
+                    buffer = subscription._buffer
+                    n = len(buffer)
+                    if n < subscription._capacity:
+                        buffer.append(item)
+                        if not subscription._running and subscription._demand:
+                            subscription._start_on_offer()
+                        return n + 1
+            if subscriptions and not self._blocked:  # _publish_locked, less its checks made here
+                return self._publish_to(item, subscriptions, None, None)
+            return self._publish_locked(item, None, None)
+        except BaseException:
+            self._recover(lock)
+            raise
+        finally:
+            lock.release()
+
+    def _publish_chunk(self, chunk: list[T], end: int) -> None:
+        """Publish ``chunk[:end]`` (no ``None`` in it) as ``submit`` would each. Caller holds self._lock."""
+        done = 0
+        while done < end:
+            if self._blocked:
+                self._wait_turn(None)
+            subscriptions = self._subscriptions
+            if not subscriptions:
+                if self._closed:
+                    raise self._closed_error("submit")
+                return  # as submit() with no subscribers: the items go nowhere
+            if len(subscriptions) == 1:
+                room = subscriptions[0].free_slots()
+            else:
+                room = min(subscription.free_slots() for subscription in subscriptions)
+            if room > 0:
+                stop = done + room
+                if stop >= end:
+                    stop = end
+                # The whole chunk, not a copy of it, when it all fits at once.
+                part = chunk if done == 0 and stop == len(chunk) else chunk[done:stop]
+                for subscription in subscriptions:
+                    status = subscription.extend(part)
+                    if status == 0:
+                        self._offer_each(subscription, part)
+                    elif status < 0:
+                        self._subscriptions = self._live()
+                done = stop
+            else:  # a buffer is full or closed: one item the general way, which may wait
+                self._publish_locked(chunk[done], None, None)
+                done += 1
+
+    def _offer_each(self, subscription: _PyBufferedSubscription[T], items: list[T]) -> None:
+        """Offer ``items`` to ``subscription`` one by one, waiting for space as submit does. Caller holds self._lock.
+
+        For a part of a chunk that no longer fits whole, because a task that
+        an earlier ``extend`` started published into this buffer meanwhile
+        (a subscriber that publishes from ``on_next`` on an executor that
+        runs tasks at once).
+        """
+        for item in items:
+            status = subscription.offer(item)
+            if status == 0:
+                self._retry(item, [subscription], 0, None, None)
+            elif status < 0:  # closed: the rest of the part goes nowhere, as each submit's would
+                self._subscriptions = self._live()
+                return
+
+    def offer(
+        self,
+        item: T,
+        on_drop: DropHandler[T] | None = None,
+        *,
+        timeout: float | None = None,
+    ) -> int:
+        """Publish ``item`` if possible, without blocking or for at most ``timeout`` seconds.
+
+        A subscriber whose buffer is full is retried at once (after waiting up
+        to ``timeout`` seconds for it, each full subscriber separately). If it
+        is still full and ``on_drop(subscriber, item)`` returns ``True``, it is
+        retried exactly once more; otherwise the item is dropped for it.
+
+        Returns:
+            If any subscriber dropped the item, minus the number that did;
+            otherwise the lag estimate of :meth:`submit`. (New flowpy APIs
+            do not multiplex signs like this; it is kept for fidelity.)
+
+        Raises:
+            TypeError: if ``item`` is ``None`` (rule 2.13), ``on_drop`` is not
+                callable, or ``timeout`` is not a number.
+            ValueError: if ``timeout`` is NaN. (A negative one waits not at
+                all; one above ``threading.TIMEOUT_MAX``, ``inf`` included,
+                waits that long, about 292 years.)
+            ClosedPublisherError: if the publisher is closed.
+            Exception: what ``on_drop`` raised.
+        """
+        if on_drop is not None and not callable(on_drop):  # inline: offer() is a per-item path
+            raise TypeError(f"on_drop must be callable or None, got {on_drop!r}")
+        return self._publish(item, 0.0 if timeout is None else check_timeout(timeout, negative_is_zero=True), on_drop)
+
+    def _publish(self, item: T, timeout: float | None, on_drop: DropHandler[T] | None) -> int:
+        """Offer ``item`` to each subscription; ``timeout=None`` (``submit``) waits without limit."""
+        if item is None:
+            raise none_error("item", "2.13")
+        lock = self._lock
+        try:
+            if not lock.acquire(False):
+                self._acquire_contended()
+        except BaseException:
+            _release_if_taken(lock)
+            raise
+        try:
+            return self._publish_locked(item, timeout, on_drop)
+        except BaseException:
+            self._recover(lock)
+            raise
+        finally:
+            lock.release()
+
+    def _wait_turn(self, timeout: float | None) -> None:
+        """Wait while another producer is blocked for space holding the turn. Caller holds self._lock."""
+        while self._blocked:
+            if self._blocked == get_ident():
+                raise ReentrantSubmitError(
+                    f"cannot {_operation(timeout)}(): this thread's own submit() is waiting for buffer "
+                    f"space, and a subscriber it delivers to meanwhile must not publish to the same publisher"
+                )
+            self._turn_waiters += 1
+            try:
+                self._turn.wait()
+            finally:
+                self._turn_waiters -= 1
+
+    def _publish_locked(self, item: T, timeout: float | None, on_drop: DropHandler[T] | None) -> int:
+        """The body of :meth:`_publish`, for an ``item`` that is not ``None``. Caller holds self._lock."""
+        if self._blocked:
+            self._wait_turn(timeout)
+        subscriptions = self._subscriptions
+        if not subscriptions:
+            if self._closed:
+                raise self._closed_error(_operation(timeout))
+            return 0
+        return self._publish_to(item, subscriptions, timeout, on_drop)
+
+    def _publish_to(
+        self,
+        item: T,
+        subscriptions: tuple[_PyBufferedSubscription[T], ...],
+        timeout: float | None,
+        on_drop: DropHandler[T] | None,
+    ) -> int:
+        """Offer ``item`` to each of ``subscriptions``; wait, retry and drop for the full ones.
+
+        The rest of :meth:`_publish_locked`, once no producer holds the turn
+        and there are subscriptions. Caller holds self._lock.
+        """
+        lag = 0
+        saturated: list[_PyBufferedSubscription[T]] | None = None
+        for subscription in subscriptions:
+            status = subscription.offer(item)
+            if status > lag:
+                lag = status
+            elif status == 0:
+                if saturated is None:
+                    saturated = [subscription]
+                else:
+                    saturated.append(subscription)
+            elif status < 0:
+                self._subscriptions = self._live()
+        if saturated is not None:
+            lag = self._retry(item, saturated, lag, timeout, on_drop)
+        return lag
+
+    def _retry(
+        self,
+        item: T,
+        saturated: list[_PyBufferedSubscription[T]],
+        lag: int,
+        timeout: float | None,
+        on_drop: DropHandler[T] | None,
+    ) -> int:
+        """Wait, retry and drop for the subscriptions that were full. Caller holds self._lock."""
+        drops = 0
+        for subscription in saturated:
+            if timeout != 0:
+                self._await_space(subscription, timeout)
+            status = subscription.offer(item)
+            if status == 0 and on_drop is not None:
+                subscriber = subscription.subscriber
+                if subscriber is not None and on_drop(subscriber, item):
+                    status = subscription.offer(item)
+            if status == 0:
+                drops += 1
+                subscription.count_drop()
+            elif status > lag and not drops:
+                lag = status
+            elif status < 0:
+                self._subscriptions = self._live()
+        return -drops if drops else lag
+
+    def _await_space(self, subscription: _PyBufferedSubscription[T], timeout: float | None) -> None:
+        """Block until ``subscription`` has space, closes, or ``timeout`` passes. Caller holds self._lock.
+
+        Raises:
+            ClosedPublisherError: if the publisher closes meanwhile.
+            ReentrantSubmitError: if ``timeout`` is ``None`` and only this
+                thread could free the space (an ``offer`` does not wait then).
+        """
+        if subscription.delivering_here():
+            if timeout is None:
+                raise ReentrantSubmitError(
+                    f"cannot submit(): the buffer of {subscription.subscriber!r} is full and this thread is "
+                    f"inside one of its methods, so it could never drain; submit from another thread, "
+                    f"use offer(), or deliver on a pool executor"
+                )
+            return
+        deadline = None if timeout is None else _monotonic() + timeout
+        self._blocked = get_ident()
+        try:
+            while not subscription.has_space():
+                if self._closed:
+                    raise self._closed_error(_operation(timeout))
+                remaining = None
+                if deadline is not None:
+                    remaining = deadline - _monotonic()
+                    if remaining <= 0:
+                        return
+                subscription.wait_for_space(remaining)
+            if self._closed:
+                raise self._closed_error(_operation(timeout))
+        finally:
+            self._blocked = 0
+            # Unless an interrupt came inside Condition.wait after it released
+            # the lock: then _recover takes it back and hands the turn on.
+            if self._turn_waiters and self._lock._is_owned():  # type: ignore[attr-defined]
+                try:
+                    self._turn.notify_all()
+                except BaseException:  # an interrupt before the waiters were woken: wake them
+                    self._turn.notify_all()
+                    raise
+            subscription.stop_waiting()
+
+    def _closed_error(self, operation: str) -> ClosedPublisherError:
+        if self._closed_exception is not None:
+            return ClosedPublisherError(
+                f"cannot {operation}(): publisher was closed by close_exceptionally(); check closed_exception"
+            )
+        return ClosedPublisherError(f"cannot {operation}(): publisher was closed by close()")
+
+    def _recover(self, lock: Any) -> None:
+        """Make the publisher consistent after an exception cut a producer call short; before it releases ``lock``.
+
+        An interrupt (``KeyboardInterrupt``) may come between two steps of
+        ``offer``: each subscription starts the task for items left waiting.
+        Caller holds self._lock, unless ``threading.Condition.wait`` was
+        interrupted between releasing it and taking it back (a window in
+        CPython's own code): then it is taken again here, for the caller's
+        ``release``, and the producers waiting for the turn that wait held
+        are woken (``_await_space`` could not notify them without the lock).
+        """
+        if not lock._is_owned():
+            lock.acquire()
+        if getattr(self, "_turn_waiters", 0) and not self._blocked:  # the turn, if that wait held it
+            self._turn.notify_all()
+        for subscription in getattr(self, "_subscriptions", ()):  # unset only if __init__ did not run
+            subscription.resume()
 
 
-def core_name() -> str:
-    """The core that :func:`select_core` chose last."""
-    return _core
+TWINS: Final[dict[str, type[_SubmissionPublisherBase[Any]]]] = {"python": _PySubmissionPublisher}
+"""The SubmissionPublisher class of each core available here, by core name (``"python"``, ``"c"``)."""
 
+if TYPE_CHECKING:
+    from flowpy._cbuffered import PublisherCore as _CPublisherCore
+else:
+    _CPublisherCore = _impl.CPublisherCore
 
-select_core(_impl.implementation)
+if _CPublisherCore is not None:
+
+    class _CSubmissionPublisher(_CPublisherCore, _PySubmissionPublisher[T]):
+        """SubmissionPublisher on the compiled core: the producer path of ``PublisherCore`` in C.
+
+        Its subscriptions are the compiled ``BufferedSubscription``, its
+        producer lock the compiled ``ProducerLock``.
+        """
+
+        _subscription_type = cast(Any, _impl.CBufferedSubscription)  # the same interface as the reference
+        _lock_type = staticmethod(cast(Any, _impl.CProducerLock))
+        _first_none = staticmethod(cast(Any, _impl.c_first_none))
+
+    TWINS["c"] = _CSubmissionPublisher
+
+if TYPE_CHECKING:
+    SubmissionPublisher = _PySubmissionPublisher
+else:
+    SubmissionPublisher = TWINS[_impl.implementation]

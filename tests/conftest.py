@@ -15,8 +15,7 @@ from collections.abc import Generator, Iterator
 
 import pytest
 
-import flowpy
-from tests.core_impl import CORE_MODULES, core_params, use_core
+from tests.core_impl import CORES, Core, core_params
 from tests.support import ThreadException, thread_exceptions
 
 _last_test: list[str] = []  # the node id of the test that ran last, for late reports
@@ -82,26 +81,17 @@ def tiny_switch_interval() -> Iterator[None]:
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    """Run every test of the core modules once per implementation (tests/core_impl.py)."""
-    if metafunc.module.__name__.rpartition(".")[2] in CORE_MODULES:
-        metafunc.parametrize("core_impl", core_params(), indirect=True)
+    """Run every test that asks for ``core`` (itself or through a fixture) once per core (tests/core_impl.py)."""
+    if "core" in metafunc.fixturenames:
+        metafunc.parametrize("core", core_params(), indirect=True)
 
 
-@pytest.fixture(autouse=True)
-def core_impl(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
-    """The core implementation this test runs against: ``"python"`` or ``"c"``.
-
-    Parametrised for the core modules; elsewhere the default one, unchanged.
-    Python interpreters the test starts inherit the choice through
-    ``FLOWPY_NO_EXTENSIONS``.
-    """
-    name: str | None = getattr(request, "param", None)
-    if name is None:
-        yield flowpy._impl.implementation
-        return
+@pytest.fixture
+def core(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Core:
+    """The core this test runs on; Python interpreters the test starts get it through ``FLOWPY_NO_EXTENSIONS``."""
+    name: str = request.param
     if name == "python":
         monkeypatch.setenv("FLOWPY_NO_EXTENSIONS", "1")
     else:
         monkeypatch.delenv("FLOWPY_NO_EXTENSIONS", raising=False)
-    with use_core(name):
-        yield name
+    return CORES[name]

@@ -1,65 +1,74 @@
-"""Run the SubmissionPublisher core tests against both implementations.
+"""The two SubmissionPublisher cores, for tests that run once on each.
 
-The compiled core (``flowpy._cbuffered``) and the pure-Python reference
-(``flowpy._buffered``) must behave the same, so the core test modules listed
-in :data:`CORE_MODULES` run once per implementation: the ``core_impl``
-fixture of tests/conftest.py switches the class that
-:class:`~flowpy.submission.SubmissionPublisher` builds its subscriptions from.
-When the compiled core was not built, its runs are skipped with the reason.
+A test (or a fixture it uses) that asks for the ``core`` fixture of
+tests/conftest.py runs once per core, and builds what it tests from that core:
+``core.SubmissionPublisher(...)``, ``core.BufferedSubscription(...)``. No list
+of modules decides it: whatever needs a core says so by asking for one. A test
+that imports :class:`flowpy.SubmissionPublisher` instead tests the core this
+process chose (``flowpy.implementation``). When the compiled core was not
+built, or ``FLOWPY_NO_EXTENSIONS`` disabled it, its runs are skipped with the
+reason.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
 
-from flowpy import _impl
+from flowpy import _impl, submission
 
-__all__ = ["CORE_MODULES", "core_params", "not_built_reason", "use_core"]
+__all__ = ["CORES", "Core", "core_params", "not_built_reason"]
 
-CORE_MODULES = frozenset(
-    {
-        "test_context",
-        "test_submission",
-        "test_submission_concurrency",
-        "test_submission_core",
-        "test_submission_interrupts",
-        "test_submission_many",
-        "test_submission_leaks",
-        "test_processors",
-        "test_submission_publisher_tck",
-        "test_exit",
-        "test_processors_tck",
-        "test_snapshots",
-    }
-)
-"""Test modules (by last name) whose every test runs once per implementation."""
+
+@dataclass(frozen=True)
+class Core:
+    """One core: its name and the classes a test builds from it."""
+
+    name: str
+    """``"python"`` or ``"c"``."""
+    SubmissionPublisher: type[submission.SubmissionPublisher[Any]]
+    """The SubmissionPublisher twin on this core."""
+    BufferedSubscription: type[Any]
+    """The core's per-subscriber subscription."""
+    ProducerLock: Callable[[], Any]
+    """A new producer lock of the core."""
+
+    def __repr__(self) -> str:
+        return f"<core {self.name}>"
+
+
+CORES: dict[str, Core] = {
+    "python": Core(
+        "python",
+        submission._PySubmissionPublisher,
+        _impl.PythonBufferedSubscription,
+        submission._PySubmissionPublisher._lock_type,
+    ),
+}
+"""The cores available in this process, by name."""
+if "c" in submission.TWINS:
+    CORES["c"] = Core(
+        "c",
+        submission.TWINS["c"],
+        _impl.CBufferedSubscription,  # type: ignore[arg-type]
+        submission.TWINS["c"]._lock_type,
+    )
 
 
 def not_built_reason() -> str | None:
     """Why the compiled core cannot be tested here, or ``None`` if it can."""
-    if _impl.CBufferedSubscription is not None:
+    if "c" in CORES:
         return None
     if _impl.extensions_disabled():
         return "compiled core disabled by FLOWPY_NO_EXTENSIONS"
     return "compiled core flowpy._cbuffered not built (no C compiler or Python headers at install time)"
 
 
-@contextmanager
-def use_core(name: str) -> Iterator[None]:
-    """Make SubmissionPublisher use implementation ``name`` inside the block; skip if it is not built."""
-    reason = not_built_reason() if name == "c" else None
-    if reason is not None:
-        pytest.skip(reason)
-    with _impl.using("c" if name == "c" else "python"):
-        yield
-
-
 def core_params() -> list[Any]:
-    """``pytest.param`` per implementation; the compiled one skips when it was not built."""
+    """``pytest.param`` per core name; the compiled one skips when it is not available."""
     reason = not_built_reason()
     return [
         pytest.param("python", id="python"),
