@@ -1,4 +1,8 @@
-"""SubmissionPublisher, point by point against the JDK's behaviour."""
+"""SubmissionPublisher, point by point against the JDK's behaviour.
+
+Every test runs once per core: it asks for the ``core`` fixture
+(tests/conftest.py, tests/core_impl.py) and builds its publisher from it.
+"""
 
 from __future__ import annotations
 
@@ -17,14 +21,15 @@ import pytest
 from flowpy import ClosedPublisherError, DuplicateSubscriptionError, ReentrantSubmitError, direct_executor
 from flowpy.executors import DaemonThreadPool, default_executor
 from flowpy.submission import BUFFER_CAPACITY_LIMIT, SubmissionPublisher
+from tests.core_impl import Core
 from tests.support import ManualExecutor, Recorder, RejectingExecutor, wait_until_waiting
 
 MAX = 2**63 - 1
 
 
-def manual(capacity: int = 256, handler: Any = None) -> tuple[SubmissionPublisher[Any], ManualExecutor]:
+def manual(core: Core, capacity: int = 256, handler: Any = None) -> tuple[SubmissionPublisher[Any], ManualExecutor]:
     executor = ManualExecutor()
-    return SubmissionPublisher(executor, capacity, handler), executor
+    return core.SubmissionPublisher(executor, capacity, handler), executor
 
 
 # --- Construction ----------------------------------------------------------------
@@ -45,53 +50,53 @@ def manual(capacity: int = 256, handler: Any = None) -> tuple[SubmissionPublishe
         (2**31 - 1, 2**30),
     ],
 )
-def test_capacity_rounds_up_to_power_of_two(requested: int, rounded: int) -> None:
-    assert SubmissionPublisher(direct_executor, requested).max_buffer_capacity == rounded
+def test_capacity_rounds_up_to_power_of_two(core: Core, requested: int, rounded: int) -> None:
+    assert core.SubmissionPublisher(direct_executor, requested).max_buffer_capacity == rounded
 
 
-def test_defaults_are_shared_pool_and_256() -> None:
-    publisher: SubmissionPublisher[int] = SubmissionPublisher()
+def test_defaults_are_shared_pool_and_256(core: Core) -> None:
+    publisher: SubmissionPublisher[int] = core.SubmissionPublisher()
     assert publisher.executor is default_executor()
     assert publisher.max_buffer_capacity == 256 == BUFFER_CAPACITY_LIMIT >> 22
     assert not publisher.is_closed and publisher.closed_exception is None
 
 
-def test_executor_none_is_type_error_checked_before_capacity() -> None:
+def test_executor_none_is_type_error_checked_before_capacity(core: Core) -> None:
     with pytest.raises(TypeError, match=r"^executor must not be None; leave it out to use the default executor$"):
-        SubmissionPublisher(None, 0)  # type: ignore[arg-type]
+        core.SubmissionPublisher(None, 0)  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize("capacity", [0, -1])
-def test_non_positive_capacity_is_value_error(capacity: int) -> None:
+def test_non_positive_capacity_is_value_error(core: Core, capacity: int) -> None:
     with pytest.raises(ValueError, match=rf"^max_buffer_capacity must be positive, got {capacity}$"):
-        SubmissionPublisher(direct_executor, capacity)
+        core.SubmissionPublisher(direct_executor, capacity)
 
 
 @pytest.mark.parametrize("capacity", [1.5, "8", True])
-def test_non_int_capacity_is_type_error(capacity: Any) -> None:
+def test_non_int_capacity_is_type_error(core: Core, capacity: Any) -> None:
     with pytest.raises(TypeError, match=r"^max_buffer_capacity must be an int, got "):
-        SubmissionPublisher(direct_executor, capacity)
+        core.SubmissionPublisher(direct_executor, capacity)
 
 
-def test_non_executor_is_type_error() -> None:
+def test_non_executor_is_type_error(core: Core) -> None:
     with pytest.raises(TypeError, match=r"^executor must be a concurrent.futures.Executor, an object with"):
-        SubmissionPublisher(42)  # type: ignore[arg-type]
+        core.SubmissionPublisher(42)  # type: ignore[arg-type]
 
 
-def test_handler_must_be_callable() -> None:
+def test_handler_must_be_callable(core: Core) -> None:
     with pytest.raises(TypeError, match=r"^handler must be callable or None, got 'x'$"):
-        SubmissionPublisher(direct_executor, 4, "x")  # type: ignore[arg-type]
+        core.SubmissionPublisher(direct_executor, 4, "x")  # type: ignore[arg-type]
 
 
-def test_accepts_futures_executor_and_plain_callable() -> None:
+def test_accepts_futures_executor_and_plain_callable(core: Core) -> None:
     with ThreadPoolExecutor(1) as pool:
-        publisher: SubmissionPublisher[int] = SubmissionPublisher(pool)
+        publisher: SubmissionPublisher[int] = core.SubmissionPublisher(pool)
         future = publisher.consume(lambda item: None)
         publisher.submit(1)
         publisher.close()
         assert future.result(timeout=10) is None
     ran: list[object] = []
-    publisher = SubmissionPublisher(lambda task: ran.append(task) or task())
+    publisher = core.SubmissionPublisher(lambda task: ran.append(task) or task())
     recorder = Recorder(initial=1)
     publisher.subscribe(recorder)
     publisher.submit(7)
@@ -101,16 +106,16 @@ def test_accepts_futures_executor_and_plain_callable() -> None:
 # --- subscribe -----------------------------------------------------------------------
 
 
-def test_subscribe_none_is_type_error() -> None:
-    publisher, _ = manual()
+def test_subscribe_none_is_type_error(core: Core) -> None:
+    publisher, _ = manual(core)
     with pytest.raises(TypeError, match=r"^subscriber must not be None \(rule 1.9\)$"):
         publisher.subscribe(None)  # type: ignore[arg-type]
     assert not publisher.has_subscribers
 
 
 @pytest.mark.parametrize(("subscriber", "shown"), [(42, "42"), (object(), "<object object at 0x[0-9a-f]+>")])
-def test_subscribe_of_what_is_no_subscriber_is_type_error(subscriber: Any, shown: str) -> None:
-    publisher, executor = manual()
+def test_subscribe_of_what_is_no_subscriber_is_type_error(core: Core, subscriber: Any, shown: str) -> None:
+    publisher, executor = manual(core)
     with pytest.raises(
         TypeError, match=rf"^subscriber must be a Subscriber \(with a callable on_subscribe\), got {shown}$"
     ):
@@ -118,8 +123,8 @@ def test_subscribe_of_what_is_no_subscriber_is_type_error(subscriber: Any, shown
     assert not publisher.has_subscribers and not executor.tasks
 
 
-def test_on_subscribe_runs_on_the_executor_not_in_subscribe() -> None:
-    publisher, executor = manual()
+def test_on_subscribe_runs_on_the_executor_not_in_subscribe(core: Core) -> None:
+    publisher, executor = manual(core)
     recorder = Recorder()
     publisher.subscribe(recorder)
     assert recorder.signals == [] and publisher.is_subscribed(recorder)
@@ -127,8 +132,8 @@ def test_on_subscribe_runs_on_the_executor_not_in_subscribe() -> None:
     assert recorder.kinds() == ["on_subscribe"]
 
 
-def test_items_submitted_before_on_subscribe_are_buffered() -> None:
-    publisher, executor = manual()
+def test_items_submitted_before_on_subscribe_are_buffered(core: Core) -> None:
+    publisher, executor = manual(core)
     recorder = Recorder(initial=5)
     publisher.subscribe(recorder)
     assert publisher.submit(1) == 1 and publisher.submit(2) == 2
@@ -136,8 +141,8 @@ def test_items_submitted_before_on_subscribe_are_buffered() -> None:
     assert recorder.items == [1, 2]
 
 
-def test_duplicate_subscribe_errors_existing_subscription_without_second_on_subscribe() -> None:
-    publisher, executor = manual()
+def test_duplicate_subscribe_errors_existing_subscription_without_second_on_subscribe(core: Core) -> None:
+    publisher, executor = manual(core)
     recorder = Recorder()
     publisher.subscribe(recorder)
     executor.run_all()
@@ -150,8 +155,8 @@ def test_duplicate_subscribe_errors_existing_subscription_without_second_on_subs
     assert publisher.number_of_subscribers == 0
 
 
-def test_subscribe_after_close_gets_on_subscribe_then_on_complete() -> None:
-    publisher, executor = manual()
+def test_subscribe_after_close_gets_on_subscribe_then_on_complete(core: Core) -> None:
+    publisher, executor = manual(core)
     publisher.close()
     recorder = Recorder()
     publisher.subscribe(recorder)
@@ -160,8 +165,8 @@ def test_subscribe_after_close_gets_on_subscribe_then_on_complete() -> None:
     assert not publisher.has_subscribers
 
 
-def test_subscribe_after_close_exceptionally_gets_the_error() -> None:
-    publisher, executor = manual()
+def test_subscribe_after_close_exceptionally_gets_the_error(core: Core) -> None:
+    publisher, executor = manual(core)
     boom = OSError("boom")
     publisher.close_exceptionally(boom)
     recorder = Recorder()
@@ -170,9 +175,9 @@ def test_subscribe_after_close_exceptionally_gets_the_error() -> None:
     assert recorder.kinds() == ["on_subscribe", "on_error"] and recorder.error is boom
 
 
-def test_on_subscribe_raising_closes_with_on_error_of_that_exception_once() -> None:
+def test_on_subscribe_raising_closes_with_on_error_of_that_exception_once(core: Core) -> None:
     handled: list[Any] = []
-    publisher, executor = manual(handler=lambda s, e: handled.append(e))
+    publisher, executor = manual(core, handler=lambda s, e: handled.append(e))
     boom = RuntimeError("on_subscribe failed")
 
     class Failing(Recorder):
@@ -188,9 +193,9 @@ def test_on_subscribe_raising_closes_with_on_error_of_that_exception_once() -> N
     assert publisher.number_of_subscribers == 0
 
 
-def test_on_error_raising_after_a_raising_on_subscribe_is_logged(caplog: pytest.LogCaptureFixture) -> None:
+def test_on_error_raising_after_a_raising_on_subscribe_is_logged(core: Core, caplog: pytest.LogCaptureFixture) -> None:
     # as every flowpy publisher does (docs/java-mapping.md); it was dropped silently
-    publisher, executor = manual()
+    publisher, executor = manual(core)
     failure = ValueError("on_error failed too")
 
     class Worse(Recorder):
@@ -213,8 +218,8 @@ def test_on_error_raising_after_a_raising_on_subscribe_is_logged(caplog: pytest.
     assert record.exc_info is not None and record.exc_info[1] is failure
 
 
-def test_resubscribe_after_cancel_gets_a_new_subscription() -> None:
-    publisher, executor = manual()
+def test_resubscribe_after_cancel_gets_a_new_subscription(core: Core) -> None:
+    publisher, executor = manual(core)
     recorder = Recorder()
     publisher.subscribe(recorder)
     executor.run_all()
@@ -229,8 +234,8 @@ def test_resubscribe_after_cancel_gets_a_new_subscription() -> None:
     assert recorder.subscription is not None and recorder.subscription is not first
 
 
-def test_executor_refusing_subscribe_propagates_and_subscriber_is_not_added() -> None:
-    publisher = SubmissionPublisher(RejectingExecutor(0, RuntimeError("full")))
+def test_executor_refusing_subscribe_propagates_and_subscriber_is_not_added(core: Core) -> None:
+    publisher = core.SubmissionPublisher(RejectingExecutor(0, RuntimeError("full")))
     recorder = Recorder()
     with pytest.raises(RuntimeError, match=r"^full$"):
         publisher.subscribe(recorder)
@@ -240,27 +245,27 @@ def test_executor_refusing_subscribe_propagates_and_subscriber_is_not_added() ->
 # --- submit ------------------------------------------------------------------------------
 
 
-def test_submit_none_is_type_error_even_when_closed() -> None:
-    publisher, _ = manual()
+def test_submit_none_is_type_error_even_when_closed(core: Core) -> None:
+    publisher, _ = manual(core)
     publisher.close()
     with pytest.raises(TypeError, match=r"^item must not be None \(rule 2.13\)$"):
         publisher.submit(None)
 
 
-def test_submit_without_subscribers_returns_zero() -> None:
-    publisher, _ = manual()
+def test_submit_without_subscribers_returns_zero(core: Core) -> None:
+    publisher, _ = manual(core)
     assert publisher.submit(1) == 0
 
 
-def test_submit_after_close_raises_closed_error() -> None:
-    publisher, _ = manual()
+def test_submit_after_close_raises_closed_error(core: Core) -> None:
+    publisher, _ = manual(core)
     publisher.close()
     with pytest.raises(ClosedPublisherError, match=r"^cannot submit\(\): publisher was closed by close\(\)$"):
         publisher.submit(1)
 
 
-def test_submit_after_close_exceptionally_says_so() -> None:
-    publisher, _ = manual()
+def test_submit_after_close_exceptionally_says_so(core: Core) -> None:
+    publisher, _ = manual(core)
     publisher.close_exceptionally(ValueError("x"))
     with pytest.raises(
         ClosedPublisherError,
@@ -269,8 +274,8 @@ def test_submit_after_close_exceptionally_says_so() -> None:
         publisher.submit(1)
 
 
-def test_submit_returns_maximum_lag_over_subscribers() -> None:
-    publisher, executor = manual()
+def test_submit_returns_maximum_lag_over_subscribers(core: Core) -> None:
+    publisher, executor = manual(core)
     fast, slow = Recorder(initial=MAX), Recorder()
     publisher.subscribe(fast)
     publisher.subscribe(slow)
@@ -282,8 +287,8 @@ def test_submit_returns_maximum_lag_over_subscribers() -> None:
     assert publisher.estimate_minimum_demand() == -3
 
 
-def test_with_zero_demand_offering_never_starts_a_task() -> None:
-    publisher, executor = manual()
+def test_with_zero_demand_offering_never_starts_a_task(core: Core) -> None:
+    publisher, executor = manual(core)
     publisher.subscribe(Recorder())
     executor.run_all()
     for i in range(10):
@@ -291,8 +296,8 @@ def test_with_zero_demand_offering_never_starts_a_task() -> None:
     assert not executor.tasks
 
 
-def test_producers_start_one_task_not_one_per_item() -> None:
-    publisher, executor = manual()
+def test_producers_start_one_task_not_one_per_item(core: Core) -> None:
+    publisher, executor = manual(core)
     publisher.subscribe(Recorder(initial=MAX))
     executor.run_all()
     for i in range(100):
@@ -300,12 +305,12 @@ def test_producers_start_one_task_not_one_per_item() -> None:
     assert len(executor.tasks) == 1
 
 
-def test_a_task_still_queued_takes_the_next_batch_instead_of_a_new_task() -> None:
+def test_a_task_still_queued_takes_the_next_batch_instead_of_a_new_task(core: Core) -> None:
     # A producer blocked for space runs the queued task's work inline, so the
     # task itself stays queued, stale. When the consumer must start again,
     # that task (not yet begun) will claim the work: no second task is
     # handed over, and no pool thread is woken for nothing per batch.
-    publisher, executor = manual(capacity=4)
+    publisher, executor = manual(core, capacity=4)
     recorder = Recorder(initial=MAX)
     publisher.subscribe(recorder)
     executor.run_all()
@@ -330,8 +335,8 @@ def test_a_task_still_queued_takes_the_next_batch_instead_of_a_new_task() -> Non
 
 
 @pytest.mark.timeout(30)
-def test_submit_blocks_while_a_buffer_is_full_until_consumed() -> None:
-    publisher, executor = manual(capacity=2)
+def test_submit_blocks_while_a_buffer_is_full_until_consumed(core: Core) -> None:
+    publisher, executor = manual(core, capacity=2)
     recorder = Recorder()
     publisher.subscribe(recorder)
     executor.run_all()
@@ -357,8 +362,8 @@ def test_submit_blocks_while_a_buffer_is_full_until_consumed() -> None:
 
 
 @pytest.mark.timeout(60)
-def test_capacity_one_with_blocking_submits_delivers_every_item() -> None:
-    with SubmissionPublisher[int](DaemonThreadPool(2), 1) as publisher:
+def test_capacity_one_with_blocking_submits_delivers_every_item(core: Core) -> None:
+    with core.SubmissionPublisher[int](DaemonThreadPool(2), 1) as publisher:
         received: list[int] = []
         future = publisher.consume(received.append)
         for i in range(20_000):
@@ -368,9 +373,9 @@ def test_capacity_one_with_blocking_submits_delivers_every_item() -> None:
 
 
 @pytest.mark.timeout(30)
-def test_blocked_producer_on_the_only_pool_thread_does_not_deadlock() -> None:
+def test_blocked_producer_on_the_only_pool_thread_does_not_deadlock(core: Core) -> None:
     pool = DaemonThreadPool(1)
-    publisher: SubmissionPublisher[int] = SubmissionPublisher(pool, 2)
+    publisher: SubmissionPublisher[int] = core.SubmissionPublisher(pool, 2)
     recorder = Recorder(initial=MAX)
     publisher.subscribe(recorder)
 
@@ -386,9 +391,9 @@ def test_blocked_producer_on_the_only_pool_thread_does_not_deadlock() -> None:
     assert recorder.items == list(range(1_000)) and recorder.completed
 
 
-def test_executor_refusing_in_submit_signals_on_error_to_that_subscriber_and_submit_goes_on() -> None:
+def test_executor_refusing_in_submit_signals_on_error_to_that_subscriber_and_submit_goes_on(core: Core) -> None:
     executor = RejectingExecutor(accept=2)
-    publisher = SubmissionPublisher(executor)
+    publisher = core.SubmissionPublisher(executor)
     first, second = Recorder(initial=MAX), Recorder(initial=MAX)
     publisher.subscribe(first)
     publisher.subscribe(second)
@@ -408,9 +413,9 @@ def test_executor_refusing_in_submit_signals_on_error_to_that_subscriber_and_sub
     assert second.kinds() == ["on_subscribe", "on_error"] and second.violations == []
 
 
-def test_shut_down_pool_mid_stream_fails_the_consume_future_and_keeps_others() -> None:
+def test_shut_down_pool_mid_stream_fails_the_consume_future_and_keeps_others(core: Core) -> None:
     pool = DaemonThreadPool(1)
-    publisher: SubmissionPublisher[int] = SubmissionPublisher(pool, 4)
+    publisher: SubmissionPublisher[int] = core.SubmissionPublisher(pool, 4)
     done = publisher.consume(lambda item: None)
     direct = Recorder(initial=MAX)
     publisher.subscribe(direct)  # on the same pool
@@ -425,7 +430,7 @@ def test_shut_down_pool_mid_stream_fails_the_consume_future_and_keeps_others() -
     assert publisher.number_of_subscribers == 0
 
 
-def test_stale_task_closing_the_subscription_before_the_producer_starts_one_is_not_an_error() -> None:
+def test_stale_task_closing_the_subscription_before_the_producer_starts_one_is_not_an_error(core: Core) -> None:
     # The race: a producer blocked for space ran the queued consumer task
     # inline, so the original task is still queued. The producer's next
     # offer marks a new task pending; before it hands that task to the
@@ -433,12 +438,12 @@ def test_stale_task_closing_the_subscription_before_the_producer_starts_one_is_n
     # the stale task claims the pending flag, sees the cancel and closes the
     # subscription. The producer must not fail. The window lies between two
     # Python statements; a trace function stops the producer in it.
-    publisher, executor = manual(capacity=1)
+    publisher, executor = manual(core, capacity=1)
     recorder = Recorder(initial=MAX)
     publisher.subscribe(recorder)
     executor.run_all()
     (subscription,) = publisher._subscriptions
-    if type(subscription).__module__ != "flowpy._buffered":
+    if core.name != "python":
         pytest.skip("the window exists only between Python statements")
     publisher.submit(0)
     (stale,) = executor.tasks
@@ -464,8 +469,8 @@ def test_stale_task_closing_the_subscription_before_the_producer_starts_one_is_n
     assert publisher.submit(2) == 0
 
 
-def test_reentrant_submit_into_a_full_buffer_on_direct_executor_raises_instead_of_hanging() -> None:
-    publisher: SubmissionPublisher[int] = SubmissionPublisher(direct_executor, 1)
+def test_reentrant_submit_into_a_full_buffer_on_direct_executor_raises_instead_of_hanging(core: Core) -> None:
+    publisher: SubmissionPublisher[int] = core.SubmissionPublisher(direct_executor, 1)
     failures: list[BaseException] = []
 
     def resubmit(item: int) -> None:
@@ -490,8 +495,8 @@ def test_reentrant_submit_into_a_full_buffer_on_direct_executor_raises_instead_o
     assert recorder.items == [0] and recorder.error is failure  # on_next raised it: rule 2.13 path
 
 
-def test_reentrant_offer_with_timeout_into_a_full_buffer_drops_without_waiting() -> None:
-    publisher: SubmissionPublisher[int] = SubmissionPublisher(direct_executor, 1)
+def test_reentrant_offer_with_timeout_into_a_full_buffer_drops_without_waiting(core: Core) -> None:
+    publisher: SubmissionPublisher[int] = core.SubmissionPublisher(direct_executor, 1)
     results: list[int] = []
 
     def reoffer(item: int) -> None:
@@ -507,12 +512,12 @@ def test_reentrant_offer_with_timeout_into_a_full_buffer_drops_without_waiting()
 
 
 @pytest.mark.timeout(30)
-def test_reentrant_submit_from_a_task_run_by_a_blocked_producer_raises() -> None:
+def test_reentrant_submit_from_a_task_run_by_a_blocked_producer_raises(core: Core) -> None:
     # A producer blocked for space on a one-thread pool runs the queued
     # consumer task itself; that subscriber submits to the same publisher
     # from on_next, which would wait for the blocked producer's turn.
     pool = DaemonThreadPool(1)
-    publisher: SubmissionPublisher[int] = SubmissionPublisher(pool, 1)
+    publisher: SubmissionPublisher[int] = core.SubmissionPublisher(pool, 1)
     failures: list[BaseException] = []
 
     def resubmit(item: int) -> None:
@@ -539,9 +544,11 @@ def test_reentrant_submit_from_a_task_run_by_a_blocked_producer_raises() -> None
     ]
 
 
-def two_full_buffers(first_hook: Any = None) -> tuple[SubmissionPublisher[Any], ManualExecutor, Recorder, Recorder]:
+def two_full_buffers(
+    core: Core, first_hook: Any = None
+) -> tuple[SubmissionPublisher[Any], ManualExecutor, Recorder, Recorder]:
     """Capacity 1, two subscribers each holding item 0; the first has requested, and its task is queued."""
-    publisher, executor = manual(capacity=1)
+    publisher, executor = manual(core, capacity=1)
     first, second = Recorder(initial=MAX, on_next_hook=first_hook), Recorder()
     publisher.subscribe(first)
     publisher.subscribe(second)
@@ -551,10 +558,10 @@ def two_full_buffers(first_hook: Any = None) -> tuple[SubmissionPublisher[Any], 
 
 
 @pytest.mark.timeout(30)
-def test_a_blocked_producer_drains_the_buffer_it_can_then_waits_for_the_next() -> None:
+def test_a_blocked_producer_drains_the_buffer_it_can_then_waits_for_the_next(core: Core) -> None:
     # Both buffers are full: the producer runs the first subscriber's queued
     # task itself, then waits for the second, which has requested nothing.
-    publisher, executor, first, second = two_full_buffers()
+    publisher, executor, first, second = two_full_buffers(core)
     producer = threading.Thread(target=publisher.submit, args=(1,), daemon=True)
     producer.start()
     # Waiting for space in the second buffer. (_blocked is set already while
@@ -571,14 +578,14 @@ def test_a_blocked_producer_drains_the_buffer_it_can_then_waits_for_the_next() -
     assert first.items == second.items == [0, 1] and first.completed and second.completed
 
 
-def test_a_full_buffer_that_a_drain_frees_meanwhile_takes_the_item_without_waiting() -> None:
+def test_a_full_buffer_that_a_drain_frees_meanwhile_takes_the_item_without_waiting(core: Core) -> None:
     # The blocked producer runs the first subscriber's task; its on_next runs
     # the executor's queue, and so the second's task, which frees the second buffer.
     def run_queued(item: int) -> None:
         if item == 0:
             executor.run_all()
 
-    publisher, executor, first, second = two_full_buffers(run_queued)
+    publisher, executor, first, second = two_full_buffers(core, run_queued)
     second.request(MAX)
     assert publisher.submit(1) == 1
     assert first.items == second.items == [0]
@@ -587,13 +594,13 @@ def test_a_full_buffer_that_a_drain_frees_meanwhile_takes_the_item_without_waiti
     publisher.close()
 
 
-def test_a_full_buffer_that_closes_meanwhile_is_pruned_and_the_item_goes_to_the_rest() -> None:
+def test_a_full_buffer_that_closes_meanwhile_is_pruned_and_the_item_goes_to_the_rest(core: Core) -> None:
     def cancel_second(item: int) -> None:
         if item == 0:
             second.cancel()
             executor.run_all()  # the second's task sees the cancel
 
-    publisher, executor, first, second = two_full_buffers(cancel_second)
+    publisher, executor, first, second = two_full_buffers(core, cancel_second)
     assert publisher.submit(1) == 1
     assert publisher.number_of_subscribers == 1
     executor.run_all()
@@ -604,8 +611,8 @@ def test_a_full_buffer_that_closes_meanwhile_is_pruned_and_the_item_goes_to_the_
 # --- offer ---------------------------------------------------------------------------------
 
 
-def test_offer_returns_minus_the_number_of_subscribers_that_dropped() -> None:
-    publisher, executor = manual(capacity=1)
+def test_offer_returns_minus_the_number_of_subscribers_that_dropped(core: Core) -> None:
+    publisher, executor = manual(core, capacity=1)
     recorders = [Recorder() for _ in range(3)]
     for recorder in recorders:
         publisher.subscribe(recorder)
@@ -618,8 +625,8 @@ def test_offer_returns_minus_the_number_of_subscribers_that_dropped() -> None:
     assert [r.items for r in recorders] == [[1], [], []]
 
 
-def test_offer_calls_on_drop_with_subscriber_and_item_and_retries_once_when_true() -> None:
-    publisher, executor = manual(capacity=1)
+def test_offer_calls_on_drop_with_subscriber_and_item_and_retries_once_when_true(core: Core) -> None:
+    publisher, executor = manual(core, capacity=1)
     recorder = Recorder()
     publisher.subscribe(recorder)
     executor.run_all()
@@ -639,8 +646,8 @@ def test_offer_calls_on_drop_with_subscriber_and_item_and_retries_once_when_true
     assert recorder.items == ["a", "b"]
 
 
-def test_offer_on_drop_false_drops_and_true_retries_only_once() -> None:
-    publisher, executor = manual(capacity=1)
+def test_offer_on_drop_false_drops_and_true_retries_only_once(core: Core) -> None:
+    publisher, executor = manual(core, capacity=1)
     publisher.subscribe(Recorder())
     executor.run_all()
     publisher.offer(1)
@@ -650,8 +657,8 @@ def test_offer_on_drop_false_drops_and_true_retries_only_once() -> None:
     assert calls == [2, 3]
 
 
-def test_offer_on_drop_exception_propagates() -> None:
-    publisher, executor = manual(capacity=1)
+def test_offer_on_drop_exception_propagates(core: Core) -> None:
+    publisher, executor = manual(core, capacity=1)
     publisher.subscribe(Recorder())
     executor.run_all()
     publisher.offer(1)
@@ -663,8 +670,8 @@ def test_offer_on_drop_exception_propagates() -> None:
         publisher.offer(2, on_drop)
 
 
-def test_offer_after_close_and_none_item() -> None:
-    publisher, _ = manual()
+def test_offer_after_close_and_none_item(core: Core) -> None:
+    publisher, _ = manual(core)
     with pytest.raises(TypeError, match=r"^item must not be None \(rule 2\.13\)$"):
         publisher.offer(None)
     publisher.close()
@@ -674,8 +681,8 @@ def test_offer_after_close_and_none_item() -> None:
         publisher.offer(1, timeout=1)
 
 
-def test_offer_checks_on_drop_and_timeout_at_the_call_even_when_nothing_drops() -> None:
-    publisher, executor = manual()
+def test_offer_checks_on_drop_and_timeout_at_the_call_even_when_nothing_drops(core: Core) -> None:
+    publisher, executor = manual(core)
     publisher.subscribe(Recorder())
     executor.run_all()
     with pytest.raises(TypeError, match=r"^on_drop must be callable or None, got 5$"):
@@ -689,8 +696,8 @@ def test_offer_checks_on_drop_and_timeout_at_the_call_even_when_nothing_drops() 
 
 
 @pytest.mark.timeout(30)
-def test_offer_with_timeout_waits_and_succeeds_when_space_frees() -> None:
-    publisher: SubmissionPublisher[int] = SubmissionPublisher(DaemonThreadPool(2), 1)
+def test_offer_with_timeout_waits_and_succeeds_when_space_frees(core: Core) -> None:
+    publisher: SubmissionPublisher[int] = core.SubmissionPublisher(DaemonThreadPool(2), 1)
     started = threading.Event()
     release = threading.Event()
 
@@ -712,8 +719,10 @@ def test_offer_with_timeout_waits_and_succeeds_when_space_frees() -> None:
 
 @pytest.mark.timeout(30)
 @pytest.mark.parametrize("timeout", [math.inf, 1e300, 2**70], ids=["inf", "1e300", "2**70"])
-def test_offer_with_a_timeout_beyond_what_the_platform_can_wait_waits_until_space_frees(timeout: float) -> None:
-    publisher, executor = manual(capacity=1)
+def test_offer_with_a_timeout_beyond_what_the_platform_can_wait_waits_until_space_frees(
+    core: Core, timeout: float
+) -> None:
+    publisher, executor = manual(core, capacity=1)
     recorder = Recorder()
     publisher.subscribe(recorder)
     executor.run_all()
@@ -737,8 +746,8 @@ def test_offer_with_a_timeout_beyond_what_the_platform_can_wait_waits_until_spac
     assert recorder.items == [1, 2]
 
 
-def test_offer_with_a_nan_timeout_is_refused_at_the_call() -> None:
-    publisher, executor = manual(capacity=1)
+def test_offer_with_a_nan_timeout_is_refused_at_the_call(core: Core) -> None:
+    publisher, executor = manual(core, capacity=1)
     publisher.subscribe(Recorder())
     executor.run_all()
     with pytest.raises(ValueError, match=r"^timeout must be a number of seconds, got nan$"):
@@ -746,8 +755,8 @@ def test_offer_with_a_nan_timeout_is_refused_at_the_call() -> None:
     assert publisher.estimate_maximum_lag() == 0
 
 
-def test_offer_with_timeout_gives_up_after_the_timeout() -> None:
-    publisher, executor = manual(capacity=1)
+def test_offer_with_timeout_gives_up_after_the_timeout(core: Core) -> None:
+    publisher, executor = manual(core, capacity=1)
     publisher.subscribe(Recorder())
     executor.run_all()
     publisher.offer(1)
@@ -760,8 +769,8 @@ def test_offer_with_timeout_gives_up_after_the_timeout() -> None:
 # --- close / close_exceptionally -------------------------------------------------------
 
 
-def test_close_delivers_buffered_items_only_as_far_as_demand_then_completes() -> None:
-    publisher, executor = manual()
+def test_close_delivers_buffered_items_only_as_far_as_demand_then_completes(core: Core) -> None:
+    publisher, executor = manual(core)
     recorder = Recorder(initial=2)
     publisher.subscribe(recorder)
     for i in range(4):
@@ -777,8 +786,8 @@ def test_close_delivers_buffered_items_only_as_far_as_demand_then_completes() ->
     assert recorder.kinds()[-1] == "on_complete"
 
 
-def test_close_completes_without_demand_when_buffer_empty() -> None:
-    publisher, executor = manual()
+def test_close_completes_without_demand_when_buffer_empty(core: Core) -> None:
+    publisher, executor = manual(core)
     recorder = Recorder()
     publisher.subscribe(recorder)
     publisher.close()
@@ -787,8 +796,8 @@ def test_close_completes_without_demand_when_buffer_empty() -> None:
     assert publisher.number_of_subscribers == 0 and publisher.is_closed
 
 
-def test_close_twice_and_after_close_exceptionally_does_nothing() -> None:
-    publisher, executor = manual()
+def test_close_twice_and_after_close_exceptionally_does_nothing(core: Core) -> None:
+    publisher, executor = manual(core)
     recorder = Recorder()
     publisher.subscribe(recorder)
     publisher.close_exceptionally(OSError("first"))
@@ -796,14 +805,14 @@ def test_close_twice_and_after_close_exceptionally_does_nothing() -> None:
     publisher.close_exceptionally(OSError("second"))
     executor.run_all()
     assert recorder.kinds() == ["on_subscribe", "on_error"] and str(recorder.error) == "first"
-    other, _ = manual()
+    other, _ = manual(core)
     other.close()
     other.close_exceptionally(OSError("late"))
     assert other.closed_exception is None
 
 
-def test_close_exceptionally_drops_buffered_items() -> None:
-    publisher, executor = manual()
+def test_close_exceptionally_drops_buffered_items(core: Core) -> None:
+    publisher, executor = manual(core)
     recorder = Recorder(initial=MAX)
     publisher.subscribe(recorder)
     for i in range(5):
@@ -813,25 +822,25 @@ def test_close_exceptionally_drops_buffered_items() -> None:
     assert recorder.kinds() == ["on_subscribe", "on_error"]
 
 
-def test_close_exceptionally_requires_an_exception() -> None:
-    publisher, _ = manual()
+def test_close_exceptionally_requires_an_exception(core: Core) -> None:
+    publisher, _ = manual(core)
     with pytest.raises(TypeError, match=r"^error must be an exception, got None$"):
         publisher.close_exceptionally(None)  # type: ignore[arg-type]
     assert not publisher.is_closed
 
 
-def test_context_manager_closes_on_exit() -> None:
+def test_context_manager_closes_on_exit(core: Core) -> None:
     executor = ManualExecutor()
     recorder = Recorder()
-    with SubmissionPublisher(executor) as publisher:
+    with core.SubmissionPublisher(executor) as publisher:
         publisher.subscribe(recorder)
     executor.run_all()
     assert publisher.is_closed and recorder.completed
 
 
 @pytest.mark.timeout(30)
-def test_close_returns_at_once_while_a_producer_is_blocked_and_submit_raises() -> None:
-    publisher, executor = manual(capacity=1)
+def test_close_returns_at_once_while_a_producer_is_blocked_and_submit_raises(core: Core) -> None:
+    publisher, executor = manual(core, capacity=1)
     recorder = Recorder()
     publisher.subscribe(recorder)
     executor.run_all()
@@ -862,8 +871,8 @@ def test_close_returns_at_once_while_a_producer_is_blocked_and_submit_raises() -
 
 @pytest.mark.timeout(30)
 @pytest.mark.parametrize("many", [False, True], ids=["submit", "submit_many"])
-def test_a_producer_waiting_for_its_turn_goes_on_when_the_blocked_producer_finishes(many: bool) -> None:
-    publisher, executor = manual(capacity=1)
+def test_a_producer_waiting_for_its_turn_goes_on_when_the_blocked_producer_finishes(core: Core, many: bool) -> None:
+    publisher, executor = manual(core, capacity=1)
     recorder = Recorder()
     publisher.subscribe(recorder)
     executor.run_all()
@@ -904,9 +913,9 @@ def test_a_producer_waiting_for_its_turn_goes_on_when_the_blocked_producer_finis
 # --- errors from subscribers -------------------------------------------------------------
 
 
-def test_on_next_raising_calls_handler_then_on_error_with_same_exception_others_unaffected() -> None:
+def test_on_next_raising_calls_handler_then_on_error_with_same_exception_others_unaffected(core: Core) -> None:
     handled: list[tuple[Any, BaseException]] = []
-    publisher, executor = manual(handler=lambda s, e: handled.append((s, e)))
+    publisher, executor = manual(core, handler=lambda s, e: handled.append((s, e)))
     boom = ValueError("bad item")
 
     def fail(item: Any) -> None:
@@ -946,9 +955,9 @@ class _WithoutOnNext:
 
 
 @pytest.mark.timeout(30)
-def test_a_subscriber_without_on_next_ends_like_a_raising_on_next_and_the_others_go_on() -> None:
+def test_a_subscriber_without_on_next_ends_like_a_raising_on_next_and_the_others_go_on(core: Core) -> None:
     handled: list[tuple[Any, BaseException]] = []
-    publisher: SubmissionPublisher[int] = SubmissionPublisher(
+    publisher: SubmissionPublisher[int] = core.SubmissionPublisher(
         DaemonThreadPool(2), 4, handler=lambda s, e: handled.append((s, e))
     )
     lacking, healthy = _WithoutOnNext(), Recorder(initial=MAX)
@@ -966,8 +975,8 @@ def test_a_subscriber_without_on_next_ends_like_a_raising_on_next_and_the_others
     assert not publisher.is_subscribed(lacking)
 
 
-def test_a_subscriber_without_on_next_that_gets_no_item_completes() -> None:
-    publisher, executor = manual()
+def test_a_subscriber_without_on_next_that_gets_no_item_completes(core: Core) -> None:
+    publisher, executor = manual(core)
     lacking = _WithoutOnNext()
     publisher.subscribe(lacking)
     publisher.close()
@@ -975,11 +984,11 @@ def test_a_subscriber_without_on_next_that_gets_no_item_completes() -> None:
     assert lacking.signals == ["on_subscribe", "on_complete"]
 
 
-def test_handler_exception_is_ignored() -> None:
+def test_handler_exception_is_ignored(core: Core) -> None:
     def handler(subscriber: Any, error: BaseException) -> None:
         raise RuntimeError("handler failed")
 
-    publisher, executor = manual(handler=handler)
+    publisher, executor = manual(core, handler=handler)
     recorder = Recorder(initial=1, on_next_hook=lambda item: 1 / 0)
     publisher.subscribe(recorder)
     publisher.submit(1)
@@ -987,8 +996,8 @@ def test_handler_exception_is_ignored() -> None:
     assert isinstance(recorder.error, ZeroDivisionError)
 
 
-def test_on_error_and_on_complete_exceptions_are_ignored() -> None:
-    publisher, executor = manual()
+def test_on_error_and_on_complete_exceptions_are_ignored(core: Core) -> None:
+    publisher, executor = manual(core)
 
     class Raising(Recorder):
         def on_complete(self) -> None:
@@ -1015,8 +1024,8 @@ def test_on_error_and_on_complete_exceptions_are_ignored() -> None:
         *[(n, TypeError, f"subscription request must be an int (rule 3.9), got {n!r}") for n in ("3", 1.0, None, True)],
     ],
 )
-def test_invalid_request_signals_error_citing_rule_3_9(n: Any, error_type: type, message: str) -> None:
-    publisher, executor = manual()
+def test_invalid_request_signals_error_citing_rule_3_9(core: Core, n: Any, error_type: type, message: str) -> None:
+    publisher, executor = manual(core)
     recorder = Recorder()
     publisher.subscribe(recorder)
     executor.run_all()
@@ -1027,8 +1036,8 @@ def test_invalid_request_signals_error_citing_rule_3_9(n: Any, error_type: type,
     assert recorder.kinds() == ["on_subscribe", "on_error"]
 
 
-def test_demand_saturates_at_long_max() -> None:
-    publisher, executor = manual()
+def test_demand_saturates_at_long_max(core: Core) -> None:
+    publisher, executor = manual(core)
     recorder = Recorder()
     publisher.subscribe(recorder)
     executor.run_all()
@@ -1043,8 +1052,8 @@ def test_demand_saturates_at_long_max() -> None:
     assert publisher.estimate_minimum_demand() == MAX
 
 
-def test_request_updates_demand_synchronously() -> None:
-    publisher, executor = manual()
+def test_request_updates_demand_synchronously(core: Core) -> None:
+    publisher, executor = manual(core)
     assert publisher.estimate_minimum_demand() == 0
     recorder = Recorder()
     publisher.subscribe(recorder)
@@ -1053,8 +1062,8 @@ def test_request_updates_demand_synchronously() -> None:
     assert publisher.estimate_minimum_demand() == 1
 
 
-def test_cancel_stops_delivery_drops_items_and_later_requests_are_no_ops() -> None:
-    publisher, executor = manual()
+def test_cancel_stops_delivery_drops_items_and_later_requests_are_no_ops(core: Core) -> None:
+    publisher, executor = manual(core)
     recorder = Recorder(initial=1)
     publisher.subscribe(recorder)
     for i in range(5):
@@ -1069,8 +1078,8 @@ def test_cancel_stops_delivery_drops_items_and_later_requests_are_no_ops() -> No
     assert publisher.submit(99) == 0
 
 
-def test_cancel_after_invalid_request_still_delivers_the_error() -> None:
-    publisher, executor = manual()
+def test_cancel_after_invalid_request_still_delivers_the_error(core: Core) -> None:
+    publisher, executor = manual(core)
     recorder = Recorder()
     publisher.subscribe(recorder)
     executor.run_all()
@@ -1080,9 +1089,9 @@ def test_cancel_after_invalid_request_still_delivers_the_error() -> None:
     assert isinstance(recorder.error, ValueError)
 
 
-def test_request_and_cancel_never_raise_when_executor_refuses() -> None:
+def test_request_and_cancel_never_raise_when_executor_refuses(core: Core) -> None:
     executor = RejectingExecutor(accept=1)
-    publisher = SubmissionPublisher(executor)
+    publisher = core.SubmissionPublisher(executor)
     recorder = Recorder()
     publisher.subscribe(recorder)
     executor.inner.run_all()
@@ -1094,7 +1103,7 @@ def test_request_and_cancel_never_raise_when_executor_refuses() -> None:
     assert publisher.number_of_subscribers == 0
 
     quiet = RejectingExecutor(accept=1)
-    publisher = SubmissionPublisher(quiet)
+    publisher = core.SubmissionPublisher(quiet)
     silent = Recorder()
     publisher.subscribe(silent)
     quiet.inner.run_all()
@@ -1103,8 +1112,8 @@ def test_request_and_cancel_never_raise_when_executor_refuses() -> None:
     assert silent.kinds() == ["on_subscribe"] and publisher.number_of_subscribers == 0
 
 
-def test_cancel_drops_reference_to_subscriber() -> None:
-    publisher, executor = manual()
+def test_cancel_drops_reference_to_subscriber(core: Core) -> None:
+    publisher, executor = manual(core)
     recorder = Recorder()
     publisher.subscribe(recorder)
     executor.run_all()
@@ -1122,8 +1131,8 @@ def test_cancel_drops_reference_to_subscriber() -> None:
 # --- consume ------------------------------------------------------------------------------
 
 
-def test_consume_completes_future_when_stream_completes() -> None:
-    publisher, executor = manual()
+def test_consume_completes_future_when_stream_completes(core: Core) -> None:
+    publisher, executor = manual(core)
     seen: list[int] = []
     future = publisher.consume(seen.append)
     for i in range(3):
@@ -1133,8 +1142,8 @@ def test_consume_completes_future_when_stream_completes() -> None:
     assert future.result(timeout=0) is None and seen == [0, 1, 2]
 
 
-def test_consume_fails_future_with_stream_error() -> None:
-    publisher, executor = manual()
+def test_consume_fails_future_with_stream_error(core: Core) -> None:
+    publisher, executor = manual(core)
     future = publisher.consume(lambda item: None)
     publisher.close_exceptionally(OSError("disk"))
     executor.run_all()
@@ -1142,8 +1151,8 @@ def test_consume_fails_future_with_stream_error() -> None:
         future.result(timeout=0)
 
 
-def test_consume_fn_raising_fails_future_and_cancels() -> None:
-    publisher, executor = manual()
+def test_consume_fn_raising_fails_future_and_cancels(core: Core) -> None:
+    publisher, executor = manual(core)
     future = publisher.consume(lambda item: 1 / item)
     publisher.submit(1)
     publisher.submit(0)
@@ -1152,8 +1161,8 @@ def test_consume_fn_raising_fails_future_and_cancels() -> None:
     assert publisher.number_of_subscribers == 0
 
 
-def test_consume_future_cancel_cancels_the_subscription() -> None:
-    publisher, executor = manual()
+def test_consume_future_cancel_cancels_the_subscription(core: Core) -> None:
+    publisher, executor = manual(core)
     seen: list[int] = []
     future = publisher.consume(seen.append)
     executor.run_all()
@@ -1170,9 +1179,9 @@ def test_consume_future_cancel_cancels_the_subscription() -> None:
 
 
 @pytest.mark.parametrize("fn", [None, 5])
-def test_consume_of_what_is_not_callable_is_type_error_at_the_call(fn: Any) -> None:
+def test_consume_of_what_is_not_callable_is_type_error_at_the_call(core: Core, fn: Any) -> None:
     # consume(5) returned a future that failed only at the first item
-    publisher, executor = manual()
+    publisher, executor = manual(core)
     with pytest.raises(TypeError, match=rf"^fn must be callable, got {fn!r}$"):
         publisher.consume(fn)
     executor.run_all()
@@ -1182,8 +1191,8 @@ def test_consume_of_what_is_not_callable_is_type_error_at_the_call(fn: Any) -> N
 # --- queries ---------------------------------------------------------------------------------
 
 
-def test_subscriber_queries() -> None:
-    publisher, executor = manual()
+def test_subscriber_queries(core: Core) -> None:
+    publisher, executor = manual(core)
     a, b = Recorder(), Recorder()
     assert not publisher.has_subscribers and publisher.subscribers == []
     publisher.subscribe(a)
@@ -1201,8 +1210,8 @@ def test_subscriber_queries() -> None:
     executor.run_all()
 
 
-def test_unclosed_publisher_with_subscribers_warns() -> None:
-    publisher, _ = manual()
+def test_unclosed_publisher_with_subscribers_warns(core: Core) -> None:
+    publisher, _ = manual(core)
     publisher.subscribe(Recorder())
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -1211,8 +1220,8 @@ def test_unclosed_publisher_with_subscribers_warns() -> None:
     assert any(issubclass(w.category, ResourceWarning) and "unclosed" in str(w.message) for w in caught)
 
 
-def test_direct_executor_runs_signals_inside_the_calls_and_allows_reentrant_submit() -> None:
-    publisher: SubmissionPublisher[int] = SubmissionPublisher(direct_executor, 4)
+def test_direct_executor_runs_signals_inside_the_calls_and_allows_reentrant_submit(core: Core) -> None:
+    publisher: SubmissionPublisher[int] = core.SubmissionPublisher(direct_executor, 4)
 
     def resubmit(item: int) -> None:
         if item < 5:
@@ -1227,8 +1236,8 @@ def test_direct_executor_runs_signals_inside_the_calls_and_allows_reentrant_subm
     assert recorder.completed and recorder.threads == {threading.get_ident()}
 
 
-def test_delivers_exactly_the_demand_when_more_is_buffered() -> None:
-    publisher, executor = manual()
+def test_delivers_exactly_the_demand_when_more_is_buffered(core: Core) -> None:
+    publisher, executor = manual(core)
     recorder = Recorder()
     publisher.subscribe(recorder)
     executor.run_all()

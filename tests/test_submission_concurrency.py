@@ -1,4 +1,8 @@
-"""SubmissionPublisher under real threads: loss, duplication, order, wake-ups."""
+"""SubmissionPublisher under real threads: loss, duplication, order, wake-ups.
+
+Every test runs once per core: it asks for the ``core`` fixture
+(tests/conftest.py, tests/core_impl.py) and builds its publisher from it.
+"""
 
 from __future__ import annotations
 
@@ -12,6 +16,7 @@ from flowpy import ClosedPublisherError
 from flowpy.executors import DaemonThreadPool
 from flowpy.flow import Subscriber, Subscription
 from flowpy.submission import SubmissionPublisher
+from tests.core_impl import Core
 
 MAX = 2**63 - 1
 
@@ -85,11 +90,11 @@ def run_producers(publisher: SubmissionPublisher[Any], producers: int, items: in
 
 
 @pytest.mark.timeout(240)
-def test_four_producers_four_subscribers_nothing_lost_duplicated_or_reordered() -> None:
+def test_four_producers_four_subscribers_nothing_lost_duplicated_or_reordered(core: Core) -> None:
     producers, items = 4, 250_000
     rng = random.Random(7)
     pool = DaemonThreadPool(4)
-    publisher: SubmissionPublisher[tuple[int, int]] = SubmissionPublisher(pool, 256)
+    publisher: SubmissionPublisher[tuple[int, int]] = core.SubmissionPublisher(pool, 256)
     checkers = [Checker(producers, batch, rng) for batch in (MAX, 256, 64, 1)]
     for checker in checkers:
         publisher.subscribe(checker)
@@ -104,7 +109,7 @@ def test_four_producers_four_subscribers_nothing_lost_duplicated_or_reordered() 
 
 
 @pytest.mark.timeout(120)
-def test_lost_wake_up_regression_each_item_after_the_previous_was_consumed() -> None:
+def test_lost_wake_up_regression_each_item_after_the_previous_was_consumed(core: Core) -> None:
     rounds = 10_000
     consumed = threading.Semaphore(0)
     seen: list[int] = []
@@ -113,7 +118,7 @@ def test_lost_wake_up_regression_each_item_after_the_previous_was_consumed() -> 
         seen.append(item)
         consumed.release()
 
-    publisher: SubmissionPublisher[int] = SubmissionPublisher(DaemonThreadPool(2), 4)
+    publisher: SubmissionPublisher[int] = core.SubmissionPublisher(DaemonThreadPool(2), 4)
     future = publisher.consume(on_item)
     errors: list[str] = []
 
@@ -136,11 +141,11 @@ def test_lost_wake_up_regression_each_item_after_the_previous_was_consumed() -> 
 @pytest.mark.timeout(120)
 @pytest.mark.usefixtures("tiny_switch_interval")
 @pytest.mark.parametrize("seed", range(25))
-def test_random_interleavings_keep_every_subscriber_consistent(seed: int) -> None:
+def test_random_interleavings_keep_every_subscriber_consistent(core: Core, seed: int) -> None:
     rng = random.Random(seed)
     producers, items = 2, 300
     pool = DaemonThreadPool(3)
-    publisher: SubmissionPublisher[tuple[int, int]] = SubmissionPublisher(pool, rng.choice([1, 2, 8, 32]))
+    publisher: SubmissionPublisher[tuple[int, int]] = core.SubmissionPublisher(pool, rng.choice([1, 2, 8, 32]))
     cancelling = Checker(producers, rng.randint(1, 8), rng, cancel_after=rng.randint(1, items))
     checkers = [Checker(producers, rng.choice([1, 3, 16, MAX]), rng) for _ in range(2)]
     for checker in [*checkers, cancelling]:
@@ -158,9 +163,9 @@ def test_random_interleavings_keep_every_subscriber_consistent(seed: int) -> Non
 @pytest.mark.timeout(60)
 @pytest.mark.usefixtures("tiny_switch_interval")
 @pytest.mark.parametrize("seed", range(10))
-def test_close_races_with_blocked_producers_without_hanging(seed: int) -> None:
+def test_close_races_with_blocked_producers_without_hanging(core: Core, seed: int) -> None:
     rng = random.Random(seed)
-    publisher: SubmissionPublisher[tuple[int, int]] = SubmissionPublisher(DaemonThreadPool(2), 1)
+    publisher: SubmissionPublisher[tuple[int, int]] = core.SubmissionPublisher(DaemonThreadPool(2), 1)
     slow = Checker(2, 1, rng)
     publisher.subscribe(slow)
     accepted = [0, 0]

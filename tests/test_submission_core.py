@@ -1,10 +1,12 @@
-"""The core's error paths and reference handling, in both implementations.
+"""The core's error paths and reference handling, on each core.
 
-Every test here runs once against the pure-Python core and once against the
-compiled one (tests/core_impl.py): exceptions that are not ``Exception``
-raised by subscriber methods and handlers, items whose ``__del__`` calls back
-into the publisher, demand at and past the 64-bit limit, and garbage
-collection of subscriptions caught in reference cycles.
+Every test here runs once per core: it asks for the ``core`` fixture
+(tests/conftest.py, tests/core_impl.py) and builds what it tests from it.
+Covered: the classes a core's publisher is built on, beside its twin's;
+exceptions that are not ``Exception`` raised by subscriber methods and
+handlers; items whose ``__del__`` calls back into the publisher; demand at
+and past the 64-bit limit; garbage collection of subscriptions caught in
+reference cycles.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from flowpy import direct_executor
 from flowpy.executors import DaemonThreadPool
 from flowpy.flow import Subscriber, Subscription
 from flowpy.submission import SubmissionPublisher
+from tests.core_impl import CORES, Core
 from tests.support import ManualExecutor, Recorder, RejectingExecutor
 
 MAX = 2**63 - 1
@@ -31,25 +34,79 @@ class Abort(BaseException):
     """Not an ``Exception``: flowpy lets it propagate, as it does ``KeyboardInterrupt``."""
 
 
-def manual(capacity: int = 8, handler: Any = None) -> tuple[SubmissionPublisher[Any], ManualExecutor]:
+def manual(core: Core, capacity: int = 8, handler: Any = None) -> tuple[SubmissionPublisher[Any], ManualExecutor]:
     executor = ManualExecutor()
-    return SubmissionPublisher(executor, capacity, handler), executor
+    return core.SubmissionPublisher(executor, capacity, handler), executor
 
 
-def test_the_fixture_switches_the_class_submission_publisher_builds(core_impl: str) -> None:
-    publisher, _ = manual()
-    publisher.subscribe(Recorder())
-    (subscription,) = publisher._subscriptions
-    expected = "flowpy._buffered" if core_impl == "python" else "flowpy._cbuffered"
-    assert type(subscription).__module__ == expected
-    publisher.close()
+def submit_into(publisher: SubmissionPublisher[Any], item: Any, results: list[int]) -> None:
+    """Submit ``item`` to ``publisher``; append what ``submit`` returned to ``results``."""
+    results.append(publisher.submit(item))
+
+
+def test_each_core_builds_subscriptions_and_a_producer_lock_of_its_own_alongside_its_twin(core: Core) -> None:
+    # A publisher of this core and one of its twin, alive at once (two of this
+    # core where the twin is not built or disabled): each is built on its own
+    # core's classes, and neither affects the other.
+    twins = [other for other in CORES.values() if other is not core]
+    cores = [core, *(twins or [core])]
+    executors = [ManualExecutor(), ManualExecutor()]
+    publishers: list[SubmissionPublisher[tuple[int, int]]] = [
+        of.SubmissionPublisher(executor, 16) for of, executor in zip(cores, executors, strict=True)
+    ]
+    recorders = [Recorder(initial=MAX), Recorder(initial=MAX)]
+    for publisher, recorder in zip(publishers, recorders, strict=True):
+        publisher.subscribe(recorder)
+    for of, publisher in zip(cores, publishers, strict=True):
+        assert type(publisher) is of.SubmissionPublisher
+        (subscription,) = publisher._subscriptions
+        assert type(subscription) is of.BufferedSubscription
+        assert type(publisher._lock) is type(of.ProducerLock())
+    # Twins share none of these classes (checked without the Core, whose names come from the twins).
+    kinds = len(set(cores))
+    assert len({type(publisher) for publisher in publishers}) == kinds
+    assert len({type(publisher._subscriptions[0]) for publisher in publishers}) == kinds
+    assert len({type(publisher._lock) for publisher in publishers}) == kinds
+    for executor in reversed(executors):  # on_subscribe, the twin's first
+        executor.run_all()
+    for publisher, recorder in zip(publishers, recorders, strict=True):
+        assert recorder.subscription is publisher._subscriptions[0]
+
+    # Submits to both, interleaved; while this thread holds one publisher's
+    # producer lock, another thread submits to the other without waiting for it.
+    for i in range(6):
+        for n in (0, 1):
+            accepted: list[int] = []
+            with publishers[n]._lock:
+                producer = threading.Thread(target=submit_into, args=(publishers[1 - n], (1 - n, i), accepted))
+                producer.start()
+                producer.join(10)
+                assert not producer.is_alive(), "a submit waited for the producer lock of the other publisher"
+            lag = 2 * i + 1 + n  # the items each subscriber holds after this submit
+            assert accepted == [lag]
+            assert publishers[n].submit((n, i)) == lag
+    for executor in reversed(executors):
+        executor.run_all()
+    for n, recorder in enumerate(recorders):
+        assert recorder.items == [(n, i) for i in range(6) for _ in range(2)]
+
+    publishers[0].close()  # closing one leaves the other open and delivering
+    executors[0].run_all()
+    assert recorders[0].completed and not publishers[1].is_closed
+    assert publishers[1].submit((1, 6)) == 1  # the lag: only this item
+    executors[1].run_all()
+    assert recorders[1].items[-1] == (1, 6) and not recorders[1].completed
+    publishers[1].close()
+    executors[1].run_all()
+    for recorder in recorders:
+        assert recorder.completed and recorder.violations == []
 
 
 # --- BaseException from subscriber methods and handlers -----------------------------------
 
 
-def test_on_subscribe_raising_base_exception_delivers_on_error_then_propagates() -> None:
-    publisher, executor = manual()
+def test_on_subscribe_raising_base_exception_delivers_on_error_then_propagates(core: Core) -> None:
+    publisher, executor = manual(core)
     abort = Abort("stop in on_subscribe")
 
     class Failing(Recorder):
@@ -66,9 +123,9 @@ def test_on_subscribe_raising_base_exception_delivers_on_error_then_propagates()
     assert publisher.submit(1) == 0 and publisher.number_of_subscribers == 0
 
 
-def test_on_next_raising_base_exception_calls_handler_then_on_error_then_propagates() -> None:
+def test_on_next_raising_base_exception_calls_handler_then_on_error_then_propagates(core: Core) -> None:
     handled: list[BaseException] = []
-    publisher, executor = manual(handler=lambda s, e: handled.append(e))
+    publisher, executor = manual(core, handler=lambda s, e: handled.append(e))
     abort = Abort("stop in on_next")
 
     def fail(item: int) -> None:
@@ -88,14 +145,14 @@ def test_on_next_raising_base_exception_calls_handler_then_on_error_then_propaga
     assert publisher.submit(5) == 0
 
 
-def test_handler_raising_base_exception_propagates_with_the_on_next_error_as_context() -> None:
+def test_handler_raising_base_exception_propagates_with_the_on_next_error_as_context(core: Core) -> None:
     abort = Abort("stop in the handler")
     boom = ValueError("bad item")
 
     def handler(subscriber: Any, error: BaseException) -> None:
         raise abort
 
-    publisher, executor = manual(handler=handler)
+    publisher, executor = manual(core, handler=handler)
 
     def fail(item: int) -> None:
         raise boom
@@ -113,7 +170,7 @@ def test_handler_raising_base_exception_propagates_with_the_on_next_error_as_con
 
 
 @pytest.mark.parametrize("method", ["on_error", "on_complete"])
-def test_terminal_signal_raising_base_exception_propagates_after_release(method: str) -> None:
+def test_terminal_signal_raising_base_exception_propagates_after_release(core: Core, method: str) -> None:
     abort = Abort(f"stop in {method}")
 
     class Failing(Recorder):
@@ -125,7 +182,7 @@ def test_terminal_signal_raising_base_exception_propagates_after_release(method:
             super().on_complete()
             raise abort
 
-    publisher, executor = manual()
+    publisher, executor = manual(core)
     recorder = Failing(initial=MAX)
     publisher.subscribe(recorder)
     executor.run_all()
@@ -143,13 +200,13 @@ def test_terminal_signal_raising_base_exception_propagates_after_release(method:
     assert subscription.is_closed and subscription.subscriber is None  # type: ignore[attr-defined]
 
 
-def test_on_error_raising_exception_is_dropped_and_the_subscription_released() -> None:
+def test_on_error_raising_exception_is_dropped_and_the_subscription_released(core: Core) -> None:
     class Failing(Recorder):
         def on_error(self, error: BaseException) -> None:
             super().on_error(error)
             raise RuntimeError("on_error failed")
 
-    publisher, executor = manual()
+    publisher, executor = manual(core)
     recorder = Failing(initial=MAX)
     publisher.subscribe(recorder)
     executor.run_all()
@@ -202,8 +259,8 @@ class Values(Subscriber[Any]):
         self.terminal.append("on_complete")
 
 
-def test_items_freed_after_on_next_may_submit_more_items() -> None:
-    publisher: SubmissionPublisher[Any] = SubmissionPublisher(direct_executor, 4)
+def test_items_freed_after_on_next_may_submit_more_items(core: Core) -> None:
+    publisher: SubmissionPublisher[Any] = core.SubmissionPublisher(direct_executor, 4)
 
     def on_free(value: int) -> None:
         if value < 50:
@@ -217,8 +274,8 @@ def test_items_freed_after_on_next_may_submit_more_items() -> None:
     assert subscriber.terminal == ["on_complete"]
 
 
-def test_items_freed_after_on_next_may_cancel_and_request() -> None:
-    publisher, executor = manual(capacity=16)
+def test_items_freed_after_on_next_may_cancel_and_request(core: Core) -> None:
+    publisher, executor = manual(core, capacity=16)
     subscriber = Values(initial=3)
 
     def on_free(value: int) -> None:
@@ -237,8 +294,8 @@ def test_items_freed_after_on_next_may_cancel_and_request() -> None:
     assert publisher.number_of_subscribers == 0 and subscriber.terminal == []
 
 
-def test_buffered_items_freed_on_cancel_may_call_the_publisher() -> None:
-    publisher, executor = manual(capacity=8)
+def test_buffered_items_freed_on_cancel_may_call_the_publisher(core: Core) -> None:
+    publisher, executor = manual(core, capacity=8)
     calls: list[int] = []
 
     def on_free(value: int) -> None:
@@ -260,8 +317,8 @@ def test_buffered_items_freed_on_cancel_may_call_the_publisher() -> None:
 
 
 @pytest.mark.parametrize("requests", [[MAX], [MAX, MAX], [2**64], [2**200, 5], [MAX - 1, 1], [MAX - 1, 3]])
-def test_demand_saturates_at_the_long_maximum(requests: list[int]) -> None:
-    publisher, executor = manual()
+def test_demand_saturates_at_the_long_maximum(core: Core, requests: list[int]) -> None:
+    publisher, executor = manual(core)
     recorder = Recorder()
     publisher.subscribe(recorder)
     executor.run_all()
@@ -285,8 +342,8 @@ def test_demand_saturates_at_the_long_maximum(requests: list[int]) -> None:
         (1.5, r"^subscription request must be an int \(rule 3\.9\), got 1\.5$"),
     ],
 )
-def test_invalid_requests_past_the_64_bit_range_signal_on_error(n: Any, error: str) -> None:
-    publisher, executor = manual()
+def test_invalid_requests_past_the_64_bit_range_signal_on_error(core: Core, n: Any, error: str) -> None:
+    publisher, executor = manual(core)
     recorder = Recorder()
     publisher.subscribe(recorder)
     executor.run_all()
@@ -298,11 +355,11 @@ def test_invalid_requests_past_the_64_bit_range_signal_on_error(n: Any, error: s
         raise recorder.error  # type: ignore[misc]
 
 
-def test_int_subclass_request_counts_as_its_int_value() -> None:
+def test_int_subclass_request_counts_as_its_int_value(core: Core) -> None:
     class Count(int):
         pass
 
-    publisher, executor = manual()
+    publisher, executor = manual(core)
     recorder = Recorder()
     publisher.subscribe(recorder)
     executor.run_all()
@@ -318,8 +375,8 @@ def test_int_subclass_request_counts_as_its_int_value() -> None:
 # --- Garbage collection ------------------------------------------------------------------
 
 
-def test_abandoned_subscription_in_a_cycle_through_its_items_is_collected() -> None:
-    publisher, executor = manual()
+def test_abandoned_subscription_in_a_cycle_through_its_items_is_collected(core: Core) -> None:
+    publisher, executor = manual(core)
 
     class Holder(Recorder):
         pass
@@ -342,8 +399,8 @@ def test_abandoned_subscription_in_a_cycle_through_its_items_is_collected() -> N
     assert [r() for r in refs] == [None, None, None]
 
 
-def test_subscriber_and_items_are_released_on_close() -> None:
-    publisher, executor = manual()
+def test_subscriber_and_items_are_released_on_close(core: Core) -> None:
+    publisher, executor = manual(core)
     freed: list[int] = []
     subscriber = Values(initial=2)
     publisher.subscribe(subscriber)
@@ -362,8 +419,8 @@ def test_subscriber_and_items_are_released_on_close() -> None:
     assert ref() is None  # no cycle to collect: the closed subscription dropped it (rule 3.13)
 
 
-def test_repr_names_the_state() -> None:
-    publisher, executor = manual()
+def test_repr_names_the_state(core: Core) -> None:
+    publisher, executor = manual(core)
     recorder = Recorder(initial=3)
     publisher.subscribe(recorder)
     executor.run_all()
@@ -380,10 +437,10 @@ def test_repr_names_the_state() -> None:
 
 
 @pytest.mark.parametrize("path", ["request", "submit"])
-def test_executor_raising_base_exception_delivers_on_error_then_propagates(path: str) -> None:
+def test_executor_raising_base_exception_delivers_on_error_then_propagates(core: Core, path: str) -> None:
     abort = Abort("executor stopped")
     executor = RejectingExecutor(accept=1, error=abort)
-    publisher: SubmissionPublisher[int] = SubmissionPublisher(executor, 4)
+    publisher: SubmissionPublisher[int] = core.SubmissionPublisher(executor, 4)
     recorder = Recorder(initial=0 if path == "request" else MAX)
     publisher.subscribe(recorder)
     executor.inner.run_all()
@@ -401,8 +458,8 @@ def test_executor_raising_base_exception_delivers_on_error_then_propagates(path:
 
 
 @pytest.mark.timeout(30)
-def test_a_producer_waiting_for_a_held_producer_lock_goes_on_once_it_is_released() -> None:
-    publisher, executor = manual()
+def test_a_producer_waiting_for_a_held_producer_lock_goes_on_once_it_is_released(core: Core) -> None:
+    publisher, executor = manual(core)
     recorder = Recorder(initial=MAX)
     publisher.subscribe(recorder)
     executor.run_all()
@@ -421,9 +478,9 @@ def test_a_producer_waiting_for_a_held_producer_lock_goes_on_once_it_is_released
 
 
 @pytest.mark.timeout(60)
-def test_contending_producers_keep_one_order_for_every_subscriber(tiny_switch_interval: None) -> None:
+def test_contending_producers_keep_one_order_for_every_subscriber(core: Core, tiny_switch_interval: None) -> None:
     pool = DaemonThreadPool(2)
-    publisher: SubmissionPublisher[tuple[int, int]] = SubmissionPublisher(pool, 8)
+    publisher: SubmissionPublisher[tuple[int, int]] = core.SubmissionPublisher(pool, 8)
     recorders = [Recorder(initial=MAX) for _ in range(3)]
     for recorder in recorders:
         publisher.subscribe(recorder)
@@ -446,7 +503,7 @@ def test_contending_producers_keep_one_order_for_every_subscriber(tiny_switch_in
     pool.shutdown()
 
 
-def test_interpreters_started_by_a_test_use_the_same_core(core_impl: str) -> None:
+def test_interpreters_started_by_a_test_use_the_same_core(core: Core) -> None:
     code = "import flowpy; print(flowpy.implementation)"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
-    assert done.stdout.strip() == core_impl
+    assert done.stdout.strip() == core.name

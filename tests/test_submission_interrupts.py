@@ -12,6 +12,9 @@ the interrupt. A deterministic executor (``direct_executor``, or tasks run
 on the main thread from a queue) makes every run the same up to its
 interrupt. Statistical runs with real signals and threads:
 ``python benchmarks/stress.py --kind interrupt``.
+
+Every test runs once per core: it asks for the ``core`` fixture
+(tests/conftest.py, tests/core_impl.py) and builds its publisher from it.
 """
 
 from __future__ import annotations
@@ -27,19 +30,20 @@ import pytest
 
 from flowpy.executors import direct_executor
 from flowpy.submission import SubmissionPublisher
+from tests.core_impl import Core
 from tests.interrupts import InjectedInterrupt, InterruptAt, sweep
 from tests.support import ManualExecutor, Recorder, wait_until_waiting
 
 MAX = 2**63 - 1
 
 
-def core_files() -> frozenset[str]:
-    """The files of the code under test: the publisher, the active core's subscription (if Python), the executors."""
-    publisher: SubmissionPublisher[int] = SubmissionPublisher(direct_executor)
+def core_files(core: Core) -> frozenset[str]:
+    """The files of the code under test: the core's publisher, its subscription (if Python), the executors."""
+    publisher: SubmissionPublisher[int] = core.SubmissionPublisher(direct_executor)
     recorder = Recorder()
     publisher.subscribe(recorder)
     publisher.close()
-    files = {inspect.getfile(SubmissionPublisher), inspect.getfile(type(direct_executor))}
+    files = {inspect.getfile(core.SubmissionPublisher), inspect.getfile(type(direct_executor))}
     with contextlib.suppress(TypeError):  # a compiled class has no file
         files.add(inspect.getfile(type(recorder.subscription)))
     return frozenset(files)
@@ -64,11 +68,11 @@ class Step:
 
 
 class Script:
-    """A publisher, its subscribers and the calls made to them, on the main thread."""
+    """A publisher of ``core``, its subscribers and the calls made to them, on the main thread."""
 
-    def __init__(self, executor_kind: str) -> None:
+    def __init__(self, core: Core, executor_kind: str) -> None:
         self.executor = ManualExecutor() if executor_kind == "manual" else None
-        publisher: SubmissionPublisher[int] = SubmissionPublisher(self.executor or direct_executor, 2)
+        publisher: SubmissionPublisher[int] = core.SubmissionPublisher(self.executor or direct_executor, 2)
         self.publisher = publisher
         self.unbounded = Recorder(initial=MAX)
         self.one_by_one = Recorder(initial=1)
@@ -113,9 +117,9 @@ class Outcome:
     interrupted: Step | None
 
 
-def play(executor_kind: str, hook: InterruptAt) -> Outcome:
-    """Run the script under ``hook`` until it ends or is interrupted."""
-    script = Script(executor_kind)
+def play(core: Core, executor_kind: str, hook: InterruptAt) -> Outcome:
+    """Run the script on ``core`` under ``hook`` until it ends or is interrupted."""
+    script = Script(core, executor_kind)
     interrupted = None
     raised: BaseException | None = None
     step = None
@@ -203,12 +207,10 @@ def finish_and_check(outcome: Outcome) -> list[str]:
 
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize("executor_kind", ["direct", "manual"])
-def test_interrupt_at_any_point_leaves_every_subscription_deliverable_or_ended(
-    executor_kind: str, core_impl: str
-) -> None:
+def test_interrupt_at_any_point_leaves_every_subscription_deliverable_or_ended(core: Core, executor_kind: str) -> None:
     failures = []
     runs = 0
-    for hook, outcome in sweep(core_files(), lambda hook: play(executor_kind, hook)):
+    for hook, outcome in sweep(core_files(core), lambda hook: play(core, executor_kind, hook)):
         runs += 1
         problems = finish_and_check(outcome)
         if problems:
@@ -225,9 +227,11 @@ def submit_then_close(publisher: SubmissionPublisher[int], item: int) -> None:
     publisher.close()
 
 
-def wait_then_drop(hook: InterruptAt) -> tuple[SubmissionPublisher[int], Recorder, Recorder, BaseException | None]:
-    """Offers with a timeout into a full buffer: each waits on the publisher's condition, then drops."""
-    publisher: SubmissionPublisher[int] = SubmissionPublisher(direct_executor, 2)
+def wait_then_drop(
+    core: Core, hook: InterruptAt
+) -> tuple[SubmissionPublisher[int], Recorder, Recorder, BaseException | None]:
+    """Offers with a timeout into a full buffer of a ``core`` publisher: each waits on its condition, then drops."""
+    publisher: SubmissionPublisher[int] = core.SubmissionPublisher(direct_executor, 2)
     stalled, unbounded = Recorder(), Recorder(initial=MAX)
     publisher.subscribe(stalled)
     publisher.subscribe(unbounded)
@@ -244,13 +248,15 @@ def wait_then_drop(hook: InterruptAt) -> tuple[SubmissionPublisher[int], Recorde
 
 
 @pytest.mark.timeout(300)
-def test_interrupt_inside_a_timed_wait_for_space_leaves_the_lock_and_subscriptions_consistent(core_impl: str) -> None:
+def test_interrupt_inside_a_timed_wait_for_space_leaves_the_lock_and_subscriptions_consistent(core: Core) -> None:
     # threading.Condition.wait is included: an interrupt just after it
     # released the publisher's lock, before its finally takes it back,
     # leaves the lock released under the offer that then unwinds.
     failures = []
     runs = 0
-    for hook, (publisher, stalled, unbounded, raised) in sweep(core_files() | {threading.__file__}, wait_then_drop):
+    for hook, (publisher, stalled, unbounded, raised) in sweep(
+        core_files(core) | {threading.__file__}, lambda hook: wait_then_drop(core, hook)
+    ):
         runs += 1
         problems = []
         if raised is not hook.fired:
@@ -280,12 +286,12 @@ def test_interrupt_inside_a_timed_wait_for_space_leaves_the_lock_and_subscriptio
 
 
 @pytest.mark.timeout(60)
-def test_interrupt_after_the_wait_for_space_released_the_lock_still_hands_the_turn_on(core_impl: str) -> None:
+def test_interrupt_after_the_wait_for_space_released_the_lock_still_hands_the_turn_on(core: Core) -> None:
     # threading.Condition.wait releases the lock (_release_save) before its
     # try; an interrupt right there unwinds the blocked submit without the
     # lock, while another producer waits for the turn that submit holds.
     executor = ManualExecutor()
-    publisher: SubmissionPublisher[int] = SubmissionPublisher(executor, 1)
+    publisher: SubmissionPublisher[int] = core.SubmissionPublisher(executor, 1)
     stalled = Recorder()
     publisher.subscribe(stalled)
     executor.run_all()

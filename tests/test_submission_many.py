@@ -1,6 +1,7 @@
 """SubmissionPublisher.submit_many: submit for each item, in order, a buffer's worth per lock hold.
 
-Runs against both core implementations (tests/core_impl.py).
+Every test runs once per core: it asks for the ``core`` fixture
+(tests/conftest.py, tests/core_impl.py) and builds its publisher from it.
 """
 
 from __future__ import annotations
@@ -15,14 +16,15 @@ import pytest
 from flowpy import ClosedPublisherError, ReentrantSubmitError, direct_executor
 from flowpy.executors import DaemonThreadPool
 from flowpy.submission import SubmissionPublisher
+from tests.core_impl import Core
 from tests.support import ManualExecutor, Recorder
 
 MAX = 2**63 - 1
 
 
-def test_every_subscriber_gets_every_item_in_order_and_the_count_is_returned() -> None:
+def test_every_subscriber_gets_every_item_in_order_and_the_count_is_returned(core: Core) -> None:
     executor = ManualExecutor()
-    publisher: SubmissionPublisher[int] = SubmissionPublisher(executor, 16)
+    publisher: SubmissionPublisher[int] = core.SubmissionPublisher(executor, 16)
     first, second = Recorder(initial=MAX), Recorder(initial=MAX)
     publisher.subscribe(first)
     publisher.subscribe(second)
@@ -37,11 +39,11 @@ def test_every_subscriber_gets_every_item_in_order_and_the_count_is_returned() -
     assert first.completed and second.completed and first.violations == second.violations == []
 
 
-def test_full_buffers_block_per_item_as_submit_does() -> None:
+def test_full_buffers_block_per_item_as_submit_does(core: Core) -> None:
     # A blocked producer runs the queued delivery task itself, so a manual
     # executor is enough: capacity 2, 25 items, every one delivered in order.
     executor = ManualExecutor()
-    publisher: SubmissionPublisher[int] = SubmissionPublisher(executor, 2)
+    publisher: SubmissionPublisher[int] = core.SubmissionPublisher(executor, 2)
     recorders = [Recorder(initial=MAX), Recorder(initial=MAX)]
     for recorder in recorders:
         publisher.subscribe(recorder)
@@ -53,9 +55,9 @@ def test_full_buffers_block_per_item_as_submit_does() -> None:
         assert recorder.items == list(range(25)) and recorder.completed and recorder.violations == []
 
 
-def test_a_none_item_raises_after_the_items_before_it_and_reads_no_further() -> None:
+def test_a_none_item_raises_after_the_items_before_it_and_reads_no_further(core: Core) -> None:
     executor = ManualExecutor()
-    publisher: SubmissionPublisher[Any] = SubmissionPublisher(executor, 8)
+    publisher: SubmissionPublisher[Any] = core.SubmissionPublisher(executor, 8)
     recorder = Recorder(initial=MAX)
     publisher.subscribe(recorder)
     executor.run_all()
@@ -74,8 +76,8 @@ def test_a_none_item_raises_after_the_items_before_it_and_reads_no_further() -> 
     publisher.close()
 
 
-def test_no_subscribers_and_closed_publisher_behave_as_submit() -> None:
-    publisher: SubmissionPublisher[int] = SubmissionPublisher(ManualExecutor(), 4)
+def test_no_subscribers_and_closed_publisher_behave_as_submit(core: Core) -> None:
+    publisher: SubmissionPublisher[int] = core.SubmissionPublisher(ManualExecutor(), 4)
     assert publisher.submit_many(range(10)) == 10  # nobody to deliver to, as submit() returning 0
     assert publisher.submit_many([]) == 0
     publisher.close()
@@ -83,9 +85,9 @@ def test_no_subscribers_and_closed_publisher_behave_as_submit() -> None:
         publisher.submit_many(range(3))
 
 
-def test_a_closed_subscription_is_dropped_and_the_others_go_on() -> None:
+def test_a_closed_subscription_is_dropped_and_the_others_go_on(core: Core) -> None:
     executor = ManualExecutor()
-    publisher: SubmissionPublisher[int] = SubmissionPublisher(executor, 4)
+    publisher: SubmissionPublisher[int] = core.SubmissionPublisher(executor, 4)
     leaving, staying = Recorder(initial=MAX), Recorder(initial=MAX)
     publisher.subscribe(leaving)
     publisher.subscribe(staying)
@@ -103,9 +105,9 @@ def test_a_closed_subscription_is_dropped_and_the_others_go_on() -> None:
 
 
 @pytest.mark.timeout(60)
-def test_an_endless_iterable_is_read_lazily_until_the_publisher_closes() -> None:
+def test_an_endless_iterable_is_read_lazily_until_the_publisher_closes(core: Core) -> None:
     pool = DaemonThreadPool(2)
-    publisher: SubmissionPublisher[int] = SubmissionPublisher(pool, 8)
+    publisher: SubmissionPublisher[int] = core.SubmissionPublisher(pool, 8)
     seen: list[int] = []
 
     def on_next(item: int) -> None:
@@ -123,10 +125,10 @@ def test_an_endless_iterable_is_read_lazily_until_the_publisher_closes() -> None
 
 
 @pytest.mark.timeout(60)
-def test_chunks_of_concurrent_producers_never_interleave(tiny_switch_interval: None) -> None:
+def test_chunks_of_concurrent_producers_never_interleave(core: Core, tiny_switch_interval: None) -> None:
     pool = DaemonThreadPool(2)
     capacity = 4
-    publisher: SubmissionPublisher[tuple[int, int]] = SubmissionPublisher(pool, capacity)
+    publisher: SubmissionPublisher[tuple[int, int]] = core.SubmissionPublisher(pool, capacity)
     recorders = [Recorder(initial=MAX), Recorder(initial=MAX)]
     for recorder in recorders:
         publisher.subscribe(recorder)
@@ -154,8 +156,8 @@ def test_chunks_of_concurrent_producers_never_interleave(tiny_switch_interval: N
     pool.shutdown()
 
 
-def test_reentrant_submit_many_into_a_full_buffer_raises() -> None:
-    publisher: SubmissionPublisher[int] = SubmissionPublisher(direct_executor, 2)
+def test_reentrant_submit_many_into_a_full_buffer_raises(core: Core) -> None:
+    publisher: SubmissionPublisher[int] = core.SubmissionPublisher(direct_executor, 2)
     failures: list[BaseException] = []
 
     def resubmit(item: int) -> None:
@@ -174,7 +176,7 @@ def test_reentrant_submit_many_into_a_full_buffer_raises() -> None:
     assert recorder.items == [0, 100, 101] and recorder.completed
 
 
-def test_a_chunk_that_no_longer_fits_a_buffer_goes_in_item_by_item_and_nothing_is_lost() -> None:
+def test_a_chunk_that_no_longer_fits_a_buffer_goes_in_item_by_item_and_nothing_is_lost(core: Core) -> None:
     # The first subscriber is delivered to at once (its tasks run inline), and
     # publishes -1 from on_next while the chunk is being appended: -1 lands in
     # the second buffer between the chunk's appends to the two buffers, so the
@@ -189,7 +191,7 @@ def test_a_chunk_that_no_longer_fits_a_buffer_goes_in_item_by_item_and_nothing_i
         else:
             queued.execute(task)
 
-    publisher: SubmissionPublisher[int] = SubmissionPublisher(execute, 4)
+    publisher: SubmissionPublisher[int] = core.SubmissionPublisher(execute, 4)
 
     def resubmit(item: int) -> None:
         if item == 0:
@@ -208,9 +210,9 @@ def test_a_chunk_that_no_longer_fits_a_buffer_goes_in_item_by_item_and_nothing_i
     assert first.completed and second.completed and first.violations == second.violations == []
 
 
-def test_offer_each_into_a_closed_subscription_prunes_it_and_drops_the_rest() -> None:
+def test_offer_each_into_a_closed_subscription_prunes_it_and_drops_the_rest(core: Core) -> None:
     executor = ManualExecutor()
-    publisher: SubmissionPublisher[int] = SubmissionPublisher(executor, 4)
+    publisher: SubmissionPublisher[int] = core.SubmissionPublisher(executor, 4)
     leaving, staying = Recorder(initial=MAX), Recorder(initial=MAX)
     publisher.subscribe(leaving)
     publisher.subscribe(staying)
