@@ -12,6 +12,7 @@ reason.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -41,21 +42,13 @@ class Core:
 
 
 CORES: dict[str, Core] = {
-    "python": Core(
-        "python",
-        submission._PySubmissionPublisher,
-        _impl.PythonBufferedSubscription,
-        submission._PySubmissionPublisher._lock_type,
-    ),
+    "python": Core("python", submission._PySubmissionPublisher, _impl.PythonBufferedSubscription, threading.RLock),
 }
-"""The cores available in this process, by name."""
+"""The cores available in this process, by name; each names its classes where they are defined, not through the
+twin, so that a twin built on another core's classes is caught."""
 if "c" in submission.TWINS:
-    CORES["c"] = Core(
-        "c",
-        submission.TWINS["c"],
-        _impl.CBufferedSubscription,  # type: ignore[arg-type]
-        submission.TWINS["c"]._lock_type,
-    )
+    assert _impl.CBufferedSubscription is not None and _impl.CProducerLock is not None
+    CORES["c"] = Core("c", submission.TWINS["c"], _impl.CBufferedSubscription, _impl.CProducerLock)
 
 
 def not_built_reason() -> str | None:
