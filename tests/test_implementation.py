@@ -9,6 +9,7 @@ import sys
 import sysconfig
 import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -81,9 +82,9 @@ def test_without_the_compiled_core_the_publisher_is_all_python() -> None:
 
 @pytest.mark.skipif(_impl.CBufferedSubscription is None, reason="compiled core not built")
 def test_both_twins_work_side_by_side_each_on_its_own_core() -> None:
-    twins = flowpy.submission.TWINS
+    twins: dict[str, Any] = dict(flowpy.submission.TWINS)
     assert flowpy.submission.SubmissionPublisher is twins["c"]
-    assert twins["c"].submit is _impl.CPublisherCore.__dict__["submit"]  # type: ignore[union-attr]
+    assert twins["c"].submit is _impl.CPublisherCore.__dict__["submit"]
     assert twins["c"]._first_none is _impl.c_first_none
     assert twins["python"].submit.__module__ == "flowpy.submission"
     executor = ManualExecutor()

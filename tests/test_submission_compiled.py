@@ -55,7 +55,7 @@ def subscribe_with(publisher: SubmissionPublisher[Any], core: str, subscriber: A
     try:
         publisher.subscribe(subscriber)
     finally:
-        del publisher._subscription_type  # type: ignore[misc]
+        del publisher._subscription_type
 
 
 def in_thread(fn: Any) -> Any:

@@ -10,6 +10,7 @@ is one closed exceptionally. Every verification runs once per core (the
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -23,7 +24,7 @@ from tests.core_impl import CORES, Core
 MAX_ELEMENTS = 100  # below the default buffer capacity: the producer never blocks
 
 
-def _fed_on_subscribe(publisher_class: type[SubmissionPublisher[Any]]) -> type[SubmissionPublisher[int]]:
+def _fed_on_subscribe(publisher_class: type[SubmissionPublisher[Any]]) -> Callable[[int], SubmissionPublisher[int]]:
     class FedOnSubscribe(publisher_class):  # type: ignore[valid-type, misc]
         """Submits ``0 .. elements-1`` from a thread of its own once a subscriber arrives, then closes."""
 
