@@ -140,7 +140,7 @@ def _run(python: str, case: str, items: int, work_us: float, *, gil: str | None,
     else:
         env.pop("FLOWPY_NO_EXTENSIONS", None)
     out = subprocess.run(
-        [python, __file__, "--child", case, "--core", core, "--items", str(items), "--work-us", str(work_us)],
+        [python, __file__, "--child", case, "--child-core", core, "--items", str(items), "--work-us", str(work_us)],
         env=env,
         check=True,
         capture_output=True,
@@ -169,10 +169,10 @@ def main() -> None:
     parser.add_argument("--work-us", type=float, default=2.0)
     parser.add_argument("--cores", default="c,python", help="the cores to run, comma-separated")
     parser.add_argument("--child", help=argparse.SUPPRESS)
-    parser.add_argument("--core", help=argparse.SUPPRESS)
+    parser.add_argument("--child-core", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        print(json.dumps(_child(args.child, args.core, args.items, args.work_us)))
+        print(json.dumps(_child(args.child, args.child_core, args.items, args.work_us)))
         return
 
     python = args.python or _free_threaded_python()
