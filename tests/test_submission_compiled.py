@@ -45,11 +45,11 @@ def compiled() -> PublisherClass:
 def subscribe_with(publisher: SubmissionPublisher[Any], core: str, subscriber: Any) -> None:
     """Subscribe ``subscriber`` to ``publisher`` through a subscription of ``core``, whichever core the publisher is on.
 
-    Only a stand-in makes a publisher hold another core's subscription: each
-    twin builds its own. The producer paths take any object with the
-    subscription's interface (the compiled one falls back to ``offer`` and
-    slices for what is not its own BufferedSubscription), and this checks it
-    with the real thing.
+    Each twin builds only its own core's subscriptions; this swaps the
+    publisher's subscription class for one ``subscribe``. The producer paths
+    take any object with the subscription's interface (the compiled one falls
+    back to ``offer`` and slices for what is not its own BufferedSubscription),
+    and the tests that use this check them with the other core's real one.
     """
     publisher._subscription_type = CORES[core].BufferedSubscription  # type: ignore[misc]
     try:
