@@ -5,9 +5,11 @@ item or subscriber stays allocated. So each workload runs once to warm up,
 then again at full size between two :func:`footprint` readings; a leak shows
 as growth proportional to the size (``sys.getallocatedblocks`` grows by at
 least one block per leaked object, ``gc`` counts grow per leaked container,
-resident memory by its bytes), while a correct core stays flat. Used by
-tests/test_submission_leaks.py (bounded sizes) and benchmarks/memory.py
-(10 million items, 200,000 subscribe/cancel cycles).
+resident memory by its bytes), while a correct core stays flat. Each
+workload takes the SubmissionPublisher class it runs on (one of
+``flowpy.submission.TWINS``). Used by tests/test_submission_leaks.py
+(bounded sizes) and benchmarks/memory.py (10 million items, 200,000
+subscribe/cancel cycles).
 """
 
 from __future__ import annotations
@@ -25,9 +27,12 @@ from flowpy.executors import DaemonThreadPool, direct_executor
 from flowpy.flow import Subscriber, Subscription
 from flowpy.submission import SubmissionPublisher
 
-__all__ = ["Footprint", "error_cycles", "footprint", "never_requesting", "stream", "subscribe_cancel"]
+__all__ = ["Footprint", "PublisherClass", "error_cycles", "footprint", "never_requesting", "stream", "subscribe_cancel"]
 
 MAX = 2**63 - 1
+
+PublisherClass = type[SubmissionPublisher[Any]]
+"""The SubmissionPublisher class a workload runs on: one core's twin."""
 
 
 @dataclass(frozen=True)
@@ -84,9 +89,9 @@ class Counter(Subscriber[Any]):
         self.done.set()
 
 
-def stream(items: int, pool: DaemonThreadPool) -> int:
+def stream(publisher_class: PublisherClass, items: int, pool: DaemonThreadPool) -> int:
     """``items`` fresh int objects from one producer to one subscriber on ``pool``; returns those delivered."""
-    publisher: SubmissionPublisher[int] = SubmissionPublisher(pool, 256)
+    publisher: SubmissionPublisher[int] = publisher_class(pool, 256)
     counter = Counter()
     publisher.subscribe(counter)
     submit = publisher.submit
@@ -98,9 +103,9 @@ def stream(items: int, pool: DaemonThreadPool) -> int:
     return counter.count
 
 
-def subscribe_cancel(cycles: int) -> int:
+def subscribe_cancel(publisher_class: PublisherClass, cycles: int) -> int:
     """``cycles`` times: subscribe, deliver one item, buffer one, cancel. Returns the subscribers finalised."""
-    publisher: SubmissionPublisher[int] = SubmissionPublisher(direct_executor, 4)
+    publisher: SubmissionPublisher[int] = publisher_class(direct_executor, 4)
     finalised = [0]
 
     def count() -> None:
@@ -134,9 +139,9 @@ class NeverRequests(Subscriber[int]):
         return None
 
 
-def never_requesting(offers: int) -> int:
+def never_requesting(publisher_class: PublisherClass, offers: int) -> int:
     """``offers`` offers to a subscriber that never requests (the buffer fills once); returns the drops."""
-    publisher: SubmissionPublisher[int] = SubmissionPublisher(direct_executor, 256)
+    publisher: SubmissionPublisher[int] = publisher_class(direct_executor, 256)
     publisher.subscribe(NeverRequests())
     offer = publisher.offer
     dropped = 0
@@ -159,7 +164,7 @@ class _Refusing:
         task()
 
 
-def error_cycles(cycles: int) -> int:
+def error_cycles(publisher_class: PublisherClass, cycles: int) -> int:
     """``cycles`` times through the error paths: on_next raising (with a handler), a refused task.
 
     Returns how many subscribers got ``on_error``.
@@ -179,11 +184,11 @@ def error_cycles(cycles: int) -> int:
         handled[0] += 1
 
     for i in range(cycles):
-        publisher: SubmissionPublisher[int] = SubmissionPublisher(direct_executor, 4, handler)
+        publisher: SubmissionPublisher[int] = publisher_class(direct_executor, 4, handler)
         publisher.subscribe(Failing())
         publisher.submit(1_000_000 + i)
         executor = _Refusing()
-        refused: SubmissionPublisher[int] = SubmissionPublisher(executor, 4)
+        refused: SubmissionPublisher[int] = publisher_class(executor, 4)
         counter = Counter(initial=0)
         refused.subscribe(counter)
         executor.refuse = True

@@ -5,7 +5,9 @@
 
 Every case runs in a process of its own, so that the GIL can be switched per run
 (``PYTHON_GIL=0`` or ``1``) and the core per run (``FLOWPY_NO_EXTENSIONS=1`` for the
-pure-Python one); the rounds are interleaved: each round runs every case once.
+pure-Python one, so the compiled module is not even loaded), each run publishing
+through its core's SubmissionPublisher class (``flowpy.submission.TWINS``); the
+rounds are interleaved: each round runs every case once.
 
 The cases (capacity 256, the default executor):
 
@@ -60,12 +62,15 @@ def _busy(count: int) -> int:
     return total
 
 
-def _child(case: str, items: int, work_us: float) -> dict[str, float]:
-    """Run one case in this process and return its figures."""
+def _child(case: str, core: str, items: int, work_us: float) -> dict[str, float]:
+    """Run one case on ``core`` in this process and return its figures."""
     sys.path.insert(0, str(ROOT))
     from flowpy import _impl
     from flowpy.flow import Subscriber, Subscription
-    from flowpy.submission import SubmissionPublisher
+    from flowpy.submission import TWINS, SubmissionPublisher
+
+    if core not in TWINS:
+        raise SystemExit(f"core {core!r} is not available in this process: {sorted(TWINS)}")
 
     producers, subscribers = {"1 -> 2 work": (1, 2), "2 -> 2 work": (2, 2), NOOP_CASE: (1, 1)}[case]
     loops = _calibrate(work_us) if case != NOOP_CASE else 0
@@ -91,7 +96,7 @@ def _child(case: str, items: int, work_us: float) -> dict[str, float]:
             self.done.set()
 
     per_producer = items // producers
-    publisher: SubmissionPublisher[int] = SubmissionPublisher(max_buffer_capacity=CAPACITY)
+    publisher: SubmissionPublisher[int] = TWINS[core](max_buffer_capacity=CAPACITY)
     workers = [Worker(per_producer * producers) for _ in range(subscribers)]
     for worker in workers:
         publisher.subscribe(worker)
@@ -121,7 +126,7 @@ def _child(case: str, items: int, work_us: float) -> dict[str, float]:
         "rate": delivered / wall,
         "cores": cpu / wall,
         "gil": float(gil),
-        "compiled": float(_impl.CBufferedSubscription is not None and not _impl.extensions_disabled()),
+        "compiled": float(_impl.implementation == "c"),
     }
 
 
@@ -135,7 +140,7 @@ def _run(python: str, case: str, items: int, work_us: float, *, gil: str | None,
     else:
         env.pop("FLOWPY_NO_EXTENSIONS", None)
     out = subprocess.run(
-        [python, __file__, "--child", case, "--items", str(items), "--work-us", str(work_us)],
+        [python, __file__, "--child", case, "--child-core", core, "--items", str(items), "--work-us", str(work_us)],
         env=env,
         check=True,
         capture_output=True,
@@ -164,9 +169,10 @@ def main() -> None:
     parser.add_argument("--work-us", type=float, default=2.0)
     parser.add_argument("--cores", default="c,python", help="the cores to run, comma-separated")
     parser.add_argument("--child", help=argparse.SUPPRESS)
+    parser.add_argument("--child-core", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        print(json.dumps(_child(args.child, args.items, args.work_us)))
+        print(json.dumps(_child(args.child, args.child_core, args.items, args.work_us)))
         return
 
     python = args.python or _free_threaded_python()

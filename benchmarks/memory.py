@@ -41,6 +41,7 @@ import argparse
 import sys
 import threading
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -50,8 +51,8 @@ from benchmarks._buffering import grouped, replayed, through_trickle
 from benchmarks._common import machine
 from benchmarks._leaks import Footprint, footprint, never_requesting, resident_mb, stream, subscribe_cancel
 from benchmarks._time_workloads import WORKLOADS, run
-from flowpy import _impl
 from flowpy.executors import DaemonThreadPool
+from flowpy.submission import TWINS
 
 BUDGET_MB = 5.0
 
@@ -115,7 +116,7 @@ def main() -> None:
     if args.grouping:
         grouping_main(args.items)
         return
-    implementations = ["c", "python"] if _impl.CBufferedSubscription is not None else ["python"]
+    implementations = [name for name in ("c", "python") if name in TWINS]
     if args.operators_only:
         implementations = []
     pool = DaemonThreadPool(2)
@@ -123,20 +124,32 @@ def main() -> None:
     print(f"{'core':<8} {'workload':<46} {'result':>12} {'resident MB':>12} {'gc objects':>11} {'blocks':>9}")
     over_budget = []
     for implementation in implementations:
-        with _impl.using(implementation):  # type: ignore[arg-type]
-            workloads: list[tuple[str, Callable[[int], int], int]] = [
-                (f"{args.items:,} offers, never requested (dropped)", never_requesting, args.items),
-                (f"{args.items:,} items 1 -> 1 on a pool (delivered)", lambda n: stream(n, pool), args.items),
-                (f"{args.cycles:,} subscribe/cancel (subscribers freed)", subscribe_cancel, args.cycles),
-            ]
-            for name, workload, size in workloads:
-                result, growth = measure(workload, size)
-                print(
-                    f"{implementation:<8} {name:<46} {result:>12,} {growth.resident_mb:>12.2f} "
-                    f"{growth.gc_objects:>11,} {growth.blocks:>9,}"
-                )
-                if growth.resident_mb >= BUDGET_MB:
-                    over_budget.append(f"{implementation}: {name}: {growth.resident_mb:.2f} MB")
+        publisher_class = TWINS[implementation]
+        workloads: list[tuple[str, Callable[[int], int], int]] = [
+            (
+                f"{args.items:,} offers, never requested (dropped)",
+                partial(never_requesting, publisher_class),
+                args.items,
+            ),
+            (
+                f"{args.items:,} items 1 -> 1 on a pool (delivered)",
+                partial(stream, publisher_class, pool=pool),
+                args.items,
+            ),
+            (
+                f"{args.cycles:,} subscribe/cancel (subscribers freed)",
+                partial(subscribe_cancel, publisher_class),
+                args.cycles,
+            ),
+        ]
+        for name, workload, size in workloads:
+            result, growth = measure(workload, size)
+            print(
+                f"{implementation:<8} {name:<46} {result:>12,} {growth.resident_mb:>12.2f} "
+                f"{growth.gc_objects:>11,} {growth.blocks:>9,}"
+            )
+            if growth.resident_mb >= BUDGET_MB:
+                over_budget.append(f"{implementation}: {name}: {growth.resident_mb:.2f} MB")
     pool.shutdown()
 
     print(f"\ntime operators, {args.items:,} items into a slow subscriber (benchmarks/_time_workloads.py)")

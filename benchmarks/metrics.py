@@ -2,7 +2,8 @@
 
     python benchmarks/metrics.py [--items N] [--repetitions R] [--interval SECONDS]
 
-Every case runs with both core implementations; the repetitions are
+Every case runs with both core implementations, each on its own
+SubmissionPublisher class (``flowpy.submission.TWINS``); the repetitions are
 interleaved (each round runs every case once, in a rotating order), so a
 change in machine load hits all of them alike. The cases: nothing collected; a control thread that
 wakes every ``--interval`` seconds and does nothing (a thread waking up
@@ -28,13 +29,13 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks._common import machine
 from benchmarks.throughput import CAPACITY, NoOp
-from flowpy import _impl
-from flowpy.submission import SubmissionPublisher
+from flowpy.submission import TWINS, SubmissionPublisher
 
 Monitor = Callable[[SubmissionPublisher[int]], AbstractContextManager[object]]
 
@@ -86,9 +87,12 @@ def otel(interval: float) -> Monitor | None:
     return monitor
 
 
-def run(subscribers: int, items: int, monitor: Monitor) -> int:
-    """One producer submits ``items`` to ``subscribers`` no-op subscribers under ``monitor``; returns deliveries."""
-    publisher: SubmissionPublisher[int] = SubmissionPublisher(max_buffer_capacity=CAPACITY)
+def run(publisher_class: type[SubmissionPublisher[Any]], subscribers: int, items: int, monitor: Monitor) -> int:
+    """One producer submits ``items`` to ``subscribers`` no-op subscribers under ``monitor``; returns deliveries.
+
+    The publisher is a ``publisher_class``: one core's twin (``flowpy.submission.TWINS``).
+    """
+    publisher: SubmissionPublisher[int] = publisher_class(max_buffer_capacity=CAPACITY)
     sinks = [NoOp() for _ in range(subscribers)]
     for sink in sinks:
         publisher.subscribe(sink)
@@ -117,7 +121,7 @@ def main() -> None:
     otel_monitor = otel(interval)
     if otel_monitor is not None:
         monitors["OpenTelemetry collect"] = otel_monitor
-    implementations = ["c", "python"] if _impl.CBufferedSubscription is not None else ["python"]
+    implementations = [name for name in ("c", "python") if name in TWINS]
     rates: dict[str, list[float]] = collections.defaultdict(list)
     load = []
     labels = list(monitors)
@@ -129,10 +133,9 @@ def main() -> None:
             for implementation in implementations:
                 for label in order:
                     monitor = monitors[label]
-                    with _impl.using(implementation):  # type: ignore[arg-type]
-                        start = time.perf_counter()
-                        moved = run(subscribers, n // subscribers, monitor)
-                        rates[f"[{implementation}] {shape} {label}"].append(moved / (time.perf_counter() - start))
+                    start = time.perf_counter()
+                    moved = run(TWINS[implementation], subscribers, n // subscribers, monitor)
+                    rates[f"[{implementation}] {shape} {label}"].append(moved / (time.perf_counter() - start))
     print(
         f"\nitems/s, median of {reps} interleaved, collection every {interval * 1000:g} ms, "
         f"{n:,} deliveries per run ({machine()})"

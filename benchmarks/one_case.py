@@ -22,8 +22,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.operators import iterable_hand_off
 from benchmarks.throughput import append_then_drain, flowpy_run, python_floor
-from flowpy import _context, _impl
+from flowpy import _context
 from flowpy.executors import direct_executor
+from flowpy.submission import TWINS
 
 
 def main() -> None:
@@ -38,11 +39,13 @@ def main() -> None:
     if mode == "observe_on":
         iterable_hand_off(items)
         return
-    with _impl.using(implementation):  # type: ignore[arg-type]
-        if mode == "direct":
-            flowpy_run(1, 1, items, executor=direct_executor)
-        else:
-            flowpy_run(1, 1, items, many=mode == "submit_many")
+    if implementation not in TWINS:
+        raise SystemExit(f"core {implementation!r} is not available here: {sorted(TWINS)}")
+    publisher_class = TWINS[implementation]
+    if mode == "direct":
+        flowpy_run(1, 1, items, executor=direct_executor, publisher_class=publisher_class)
+    else:
+        flowpy_run(1, 1, items, many=mode == "submit_many", publisher_class=publisher_class)
 
 
 if __name__ == "__main__":

@@ -3,7 +3,8 @@
     python benchmarks/throughput.py [--items N] [--repetitions R] [--json PATH] [--context]
 
 Prints a table of median items/s and ratios. Every flowpy case runs with the
-compiled core ("c", when it was built) and the pure-Python one ("python");
+compiled core ("c", when it was built) and the pure-Python one ("python"),
+each on its own SubmissionPublisher class (``flowpy.submission.TWINS``);
 the repetitions are interleaved (each round runs every case once, in both
 implementations), so a change in machine load hits all of them alike. The
 baselines: a direct ``on_next`` call loop; the single-thread limit of
@@ -34,18 +35,21 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
+from typing import Any, ParamSpec
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks._common import machine, print_table
-from flowpy import _context, _impl
+from flowpy import _context
 from flowpy.executors import DEFAULT, Default, Executor, direct_executor
 from flowpy.flow import Subscriber, Subscription
-from flowpy.submission import SubmissionPublisher
+from flowpy.submission import TWINS, SubmissionPublisher
 
 CAPACITY = 256
 MAX = 2**63 - 1
+P = ParamSpec("P")
 
 
 class NoOp(Subscriber[object]):
@@ -167,13 +171,19 @@ def python_floor(items: int) -> int:
 
 
 def flowpy_run(
-    producers: int, subscribers: int, items: int, many: bool = False, executor: Executor | Default = DEFAULT
+    producers: int,
+    subscribers: int,
+    items: int,
+    many: bool = False,
+    executor: Executor | Default = DEFAULT,
+    publisher_class: type[SubmissionPublisher[Any]] = SubmissionPublisher,
 ) -> int:
     """``producers`` threads submit ``items`` each to ``subscribers`` no-op subscribers; returns deliveries.
 
-    ``many`` uses one ``submit_many`` call per producer instead of ``submit`` per item.
+    ``many`` uses one ``submit_many`` call per producer instead of ``submit`` per item. The publisher is a
+    ``publisher_class``: one core's twin (``flowpy.submission.TWINS``), by default the one this process chose.
     """
-    publisher: SubmissionPublisher[int] = SubmissionPublisher(executor, max_buffer_capacity=CAPACITY)
+    publisher: SubmissionPublisher[int] = publisher_class(executor, max_buffer_capacity=CAPACITY)
     sinks = [NoOp() for _ in range(subscribers)]
     for sink in sinks:
         publisher.subscribe(sink)
@@ -200,37 +210,41 @@ def flowpy_run(
     return producers * items * subscribers
 
 
-def flowpy_cases(n: int) -> dict[str, Callable[[], int]]:
+Case = Callable[[type[SubmissionPublisher[Any]]], int]
+"""A flowpy case: runs on the SubmissionPublisher class it is given, returns the deliveries."""
+
+
+def flowpy_cases(n: int) -> dict[str, Case]:
     """The flowpy cases; each moves about ``n`` deliveries."""
     return {
-        "1 -> 1 submit": lambda: flowpy_run(1, 1, n),
-        "1 -> 1 submit_many": lambda: flowpy_run(1, 1, n, many=True),
-        "1 -> 4 submit (deliveries)": lambda: flowpy_run(1, 4, n // 4),
-        "4 -> 4 submit (deliveries)": lambda: flowpy_run(4, 4, n // 16),
-        "4 -> 1 submit": lambda: flowpy_run(4, 1, n // 4),
+        "1 -> 1 submit": lambda cls: flowpy_run(1, 1, n, publisher_class=cls),
+        "1 -> 1 submit_many": lambda cls: flowpy_run(1, 1, n, many=True, publisher_class=cls),
+        "1 -> 4 submit (deliveries)": lambda cls: flowpy_run(1, 4, n // 4, publisher_class=cls),
+        "4 -> 4 submit (deliveries)": lambda cls: flowpy_run(4, 4, n // 16, publisher_class=cls),
+        "4 -> 1 submit": lambda cls: flowpy_run(4, 1, n // 4, publisher_class=cls),
     }
 
 
-def without_context(run: Callable[[], int]) -> Callable[[], int]:
+def without_context(run: Callable[P, int]) -> Callable[P, int]:
     """``run`` with context propagation switched off for the subscriptions it makes."""
 
-    def wrapped() -> int:
+    def wrapped(*args: P.args, **kwargs: P.kwargs) -> int:
         _context.enabled = False
         try:
-            return run()
+            return run(*args, **kwargs)
         finally:
             _context.enabled = True
 
     return wrapped
 
 
-def context_cases(n: int) -> dict[str, Callable[[], int]]:
+def context_cases(n: int) -> dict[str, Case]:
     """1 -> 1 submit on the pool and on direct_executor, with and without context propagation."""
-    cases: dict[str, Callable[[], int]] = {}
+    cases: dict[str, Case] = {}
     for label, executor in (("pool", DEFAULT), ("direct_executor", direct_executor)):
 
-        def run(executor: Executor | Default = executor) -> int:
-            return flowpy_run(1, 1, n, executor=executor)
+        def run(cls: type[SubmissionPublisher[Any]], executor: Executor | Default = executor) -> int:
+            return flowpy_run(1, 1, n, executor=executor, publisher_class=cls)
 
         cases[f"1 -> 1 submit, {label}, context on"] = run
         cases[f"1 -> 1 submit, {label}, context off"] = without_context(run)
@@ -274,7 +288,7 @@ def main() -> None:
     parser.add_argument("--no-jdk", action="store_true", help="leave out the JDK baseline")
     args = parser.parse_args()
     n, reps = args.items, args.repetitions
-    implementations = ["c", "python"] if _impl.CBufferedSubscription is not None else ["python"]
+    implementations = [name for name in ("c", "python") if name in TWINS]
     baselines: dict[str, Callable[[], int]] = {
         "direct on_next call loop": lambda: direct_calls(n),
         "single thread: append to deque, then drain": lambda: append_then_drain(n),
@@ -293,8 +307,7 @@ def main() -> None:
             rates[name].append(rate(run))
         for case, run in cases.items():
             for implementation in implementations:
-                with _impl.using(implementation):  # type: ignore[arg-type]
-                    rates[f"flowpy [{implementation}] {case}"].append(rate(run))
+                rates[f"flowpy [{implementation}] {case}"].append(rate(partial(run, TWINS[implementation])))
     rows = [(name, statistics.median(values)) for name, values in rates.items()]
     jdk = None if args.context or args.no_jdk else jdk_rate(n, reps)
     if jdk is not None:

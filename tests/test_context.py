@@ -1,6 +1,12 @@
 """Context propagation: a subscriber's signals run in a copy of the context current at subscribe().
 
-Runs once per core implementation (tests/core_impl.py).
+The tests of SubmissionPublisher and its subscriptions, and of the pipeline
+whose source is one, run once per core (the ``core`` fixture,
+tests/core_impl.py), on what they build from ``core``. The rest run once:
+MulticastProcessor, SerialDrain and ``set_context_propagation``'s check are
+the same code whichever core runs, and TransformProcessor is a
+SubmissionPublisher on the core this process chose (the free-threaded CI job
+runs the whole core suite once per core, each in a process of its own).
 """
 
 from __future__ import annotations
@@ -12,7 +18,6 @@ from typing import Any
 
 import pytest
 
-from flowpy import submission
 from flowpy._core.serial import SerialDrain
 from flowpy.context import context_propagation, set_context_propagation
 from flowpy.executors import DaemonThreadPool, direct_executor
@@ -21,6 +26,7 @@ from flowpy.processors import MulticastProcessor, TransformProcessor
 from flowpy.sources import IterablePublisher
 from flowpy.submission import SubmissionPublisher
 from tests.context_helpers import MISSING, REQUEST_ID, ContextRecorder, in_context, in_fresh_thread
+from tests.core_impl import Core
 from tests.support import ManualExecutor, Recorder, RejectingExecutor
 
 WAIT = 30.0
@@ -38,8 +44,8 @@ def pool() -> Iterator[DaemonThreadPool]:
 # --- SubmissionPublisher ------------------------------------------------------------
 
 
-def test_every_signal_runs_in_the_subscribe_context_on_a_pool(pool: DaemonThreadPool) -> None:
-    publisher: SubmissionPublisher[int] = SubmissionPublisher(executor=pool)
+def test_every_signal_runs_in_the_subscribe_context_on_a_pool(core: Core, pool: DaemonThreadPool) -> None:
+    publisher: SubmissionPublisher[int] = core.SubmissionPublisher(executor=pool)
     recorder = ContextRecorder(initial=100)
     in_context("request-1", publisher.subscribe, recorder)
 
@@ -59,10 +65,10 @@ def test_every_signal_runs_in_the_subscribe_context_on_a_pool(pool: DaemonThread
     assert recorder.violations == []
 
 
-def test_on_error_and_handler_run_in_the_subscribe_context() -> None:
+def test_on_error_and_handler_run_in_the_subscribe_context(core: Core) -> None:
     executor = ManualExecutor()
     handled: list[str] = []
-    publisher: SubmissionPublisher[int] = SubmissionPublisher(
+    publisher: SubmissionPublisher[int] = core.SubmissionPublisher(
         executor=executor, handler=lambda subscriber, exc: handled.append(REQUEST_ID.get(MISSING))
     )
 
@@ -78,9 +84,9 @@ def test_on_error_and_handler_run_in_the_subscribe_context() -> None:
     assert handled == ["request-1"]
 
 
-def test_on_drop_runs_in_the_producer_context() -> None:
+def test_on_drop_runs_in_the_producer_context(core: Core) -> None:
     executor = ManualExecutor()
-    publisher: SubmissionPublisher[int] = SubmissionPublisher(executor=executor, max_buffer_capacity=1)
+    publisher: SubmissionPublisher[int] = core.SubmissionPublisher(executor=executor, max_buffer_capacity=1)
     in_context("request-1", publisher.subscribe, ContextRecorder())
     dropped: list[str] = []
 
@@ -93,9 +99,9 @@ def test_on_drop_runs_in_the_producer_context() -> None:
     assert dropped == ["producer"]
 
 
-def test_a_change_made_in_on_next_persists_to_the_next_signal_and_does_not_leak() -> None:
+def test_a_change_made_in_on_next_persists_to_the_next_signal_and_does_not_leak(core: Core) -> None:
     executor = ManualExecutor()
-    publisher: SubmissionPublisher[int] = SubmissionPublisher(executor=executor)
+    publisher: SubmissionPublisher[int] = core.SubmissionPublisher(executor=executor)
 
     def tag(item: int) -> None:
         REQUEST_ID.set(f"after-{item}")
@@ -131,9 +137,9 @@ def test_a_change_made_in_on_next_persists_to_the_next_signal_and_does_not_leak(
     assert other.values() == {"request-1"}
 
 
-def test_a_subscriber_from_a_thread_without_the_value_sees_none() -> None:
+def test_a_subscriber_from_a_thread_without_the_value_sees_none(core: Core) -> None:
     executor = ManualExecutor()
-    publisher: SubmissionPublisher[int] = SubmissionPublisher(executor=executor)
+    publisher: SubmissionPublisher[int] = core.SubmissionPublisher(executor=executor)
     recorder = ContextRecorder(initial=5)
     in_fresh_thread(lambda: publisher.subscribe(recorder))
 
@@ -147,10 +153,10 @@ def test_a_subscriber_from_a_thread_without_the_value_sees_none() -> None:
     assert recorder.values() == {MISSING}
 
 
-def test_direct_executor_reentrant_delivery_never_enters_the_context_twice() -> None:
+def test_direct_executor_reentrant_delivery_never_enters_the_context_twice(core: Core) -> None:
     # on_next submits to its own publisher and requests more: with direct_executor
     # both happen inside the delivery that is running, in the same context.
-    publisher: SubmissionPublisher[int] = SubmissionPublisher(executor=direct_executor)
+    publisher: SubmissionPublisher[int] = core.SubmissionPublisher(executor=direct_executor)
     joined: list[ContextRecorder] = []
 
     def reenter(item: int) -> None:
@@ -174,11 +180,11 @@ def test_direct_executor_reentrant_delivery_never_enters_the_context_twice() -> 
     assert recorder.violations == [] and joined[0].violations == []
 
 
-def test_a_blocked_producer_runs_the_consumer_task_in_the_subscriber_context() -> None:
+def test_a_blocked_producer_runs_the_consumer_task_in_the_subscriber_context(core: Core) -> None:
     # The task is queued on an executor that never runs it: the producer,
     # blocked on the full buffer, claims it and delivers on its own thread.
     executor = ManualExecutor()
-    publisher: SubmissionPublisher[int] = SubmissionPublisher(executor=executor, max_buffer_capacity=1)
+    publisher: SubmissionPublisher[int] = core.SubmissionPublisher(executor=executor, max_buffer_capacity=1)
     recorder = ContextRecorder(initial=10)
     in_context("request-1", publisher.subscribe, recorder)
     executor.run_all()
@@ -226,12 +232,12 @@ class _ReleaseWatcher(Recorder):
             hook()
 
 
-def test_code_run_as_a_delivery_pass_ends_cannot_start_a_task_inside_the_context() -> None:
+def test_code_run_as_a_delivery_pass_ends_cannot_start_a_task_inside_the_context(core: Core) -> None:
     # The last reference to the on_next that a delivery pass looked up goes
     # when the pass ends; code run then (here a submit that, on
     # direct_executor, would run a new consumer task at once) must find the
     # task still running, not enter the context a second time.
-    publisher: SubmissionPublisher[int] = SubmissionPublisher(executor=direct_executor)
+    publisher: SubmissionPublisher[int] = core.SubmissionPublisher(executor=direct_executor)
     watcher = _ReleaseWatcher(initial=10)
     in_context("request-1", publisher.subscribe, watcher)
     watcher.on_release = lambda: publisher.submit(1)
@@ -243,13 +249,13 @@ def test_code_run_as_a_delivery_pass_ends_cannot_start_a_task_inside_the_context
 
 @pytest.mark.timeout(120)
 def test_consumer_tasks_handing_over_between_threads_never_collide_in_the_context(
-    pool: DaemonThreadPool, tiny_switch_interval: None
+    core: Core, pool: DaemonThreadPool, tiny_switch_interval: None
 ) -> None:
     # Each item starts a new consumer task, usually on another pool thread,
     # right as the previous task goes idle: the next task must be able to
     # enter the context as soon as the previous one cleared "running".
     for _ in range(20):
-        publisher: SubmissionPublisher[int] = SubmissionPublisher(executor=pool)
+        publisher: SubmissionPublisher[int] = core.SubmissionPublisher(executor=pool)
         recorder = ContextRecorder(initial=2**63 - 1)
         in_context("request-1", publisher.subscribe, recorder)
         for i in range(300):
@@ -261,22 +267,22 @@ def test_consumer_tasks_handing_over_between_threads_never_collide_in_the_contex
         assert recorder.values() == {"request-1"}
 
 
-def test_a_context_entered_elsewhere_fails_the_task_and_delivers_nothing() -> None:
+def test_a_context_entered_elsewhere_fails_the_task_and_delivers_nothing(core: Core) -> None:
     executor = ManualExecutor()
     recorder = Recorder(initial=1)
     context = copy_context()
-    subscription = submission.BufferedSubscription(recorder, executor.execute, 4, None, threading.Condition(), context)
+    subscription = core.BufferedSubscription(recorder, executor.execute, 4, None, threading.Condition(), context)
     subscription.signal_subscribe()
     with pytest.raises(RuntimeError, match=r"^cannot enter context: <.*> is already entered$"):
         context.run(executor.run_one)
     assert recorder.signals == []
 
 
-def test_the_context_must_be_a_context_or_none() -> None:
+def test_the_context_must_be_a_context_or_none(core: Core) -> None:
     with pytest.raises(
         TypeError, match=r"^BufferedSubscription context must be a contextvars.Context or None, got 'context'$"
     ):
-        submission.BufferedSubscription(Recorder(), ManualExecutor().execute, 4, None, threading.Condition(), "context")
+        core.BufferedSubscription(Recorder(), ManualExecutor().execute, 4, None, threading.Condition(), "context")
 
 
 @pytest.fixture
@@ -287,9 +293,11 @@ def propagation_restored() -> Iterator[None]:
         set_context_propagation(True)
 
 
-def test_propagation_switched_off_runs_signals_in_the_delivering_thread_context(propagation_restored: None) -> None:
+def test_propagation_switched_off_runs_signals_in_the_delivering_thread_context(
+    core: Core, propagation_restored: None
+) -> None:
     executor = ManualExecutor()
-    publisher: SubmissionPublisher[int] = SubmissionPublisher(executor=executor)
+    publisher: SubmissionPublisher[int] = core.SubmissionPublisher(executor=executor)
     kept = ContextRecorder(initial=1)
     in_context("request-1", publisher.subscribe, kept)
     set_context_propagation(False)
@@ -378,8 +386,11 @@ def test_transform_processor_subscribers_run_in_their_subscribe_context(pool: Da
 # --- A pipeline of hops -----------------------------------------------------------------
 
 
-def test_the_value_set_before_subscribing_reaches_every_signal_across_every_hop(pool: DaemonThreadPool) -> None:
-    source: SubmissionPublisher[int] = SubmissionPublisher(executor=pool)
+def test_the_value_set_before_subscribing_reaches_every_signal_across_every_hop(
+    core: Core, pool: DaemonThreadPool
+) -> None:
+    # The source is on the core under test; the TransformProcessor stage on this process's core.
+    source: SubmissionPublisher[int] = core.SubmissionPublisher(executor=pool)
     seen_in_stages: list[str] = []
 
     def inner(item: int) -> IterablePublisher[int]:

@@ -1,4 +1,10 @@
-"""At interpreter exit: what subscribers asked for is delivered, within a bound; the rest is reported."""
+"""At interpreter exit: what subscribers asked for is delivered, within a bound; the rest is reported.
+
+The scripts run once per core (the ``core`` fixture, tests/core_impl.py): the
+interpreter each starts gets the core through ``FLOWPY_NO_EXTENSIONS`` and
+checks it is the one it runs on. Reading ``FLOWPY_EXIT_TIMEOUT`` does not
+involve a core: those tests run once.
+"""
 
 from __future__ import annotations
 
@@ -11,16 +17,22 @@ import time
 import pytest
 
 from flowpy._exit import DEFAULT_EXIT_TIMEOUT, exit_timeout
+from tests.core_impl import Core
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def run_script(body: str, **env: str) -> subprocess.CompletedProcess[str]:
+def run_script(core: Core, body: str, **env: str) -> subprocess.CompletedProcess[str]:
+    """Run ``body``, after the ``Printer`` subscriber, in an interpreter that checks it runs on ``core``."""
     script = textwrap.dedent(
         """
         import sys, threading, time
+        import flowpy
         from flowpy import SubmissionPublisher
         from flowpy.flow import Subscriber
+
+        if flowpy.implementation != sys.argv[1]:
+            sys.exit(f"runs on the {flowpy.implementation} core, not the {sys.argv[1]} one")
 
         class Printer(Subscriber):
             def __init__(self, initial, pause=0.0):
@@ -40,7 +52,7 @@ def run_script(body: str, **env: str) -> subprocess.CompletedProcess[str]:
         """
     ) + textwrap.dedent(body)
     return subprocess.run(
-        [sys.executable, "-c", script],
+        [sys.executable, "-c", script, core.name],
         capture_output=True,
         text=True,
         timeout=60,
@@ -49,24 +61,26 @@ def run_script(body: str, **env: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-def test_items_a_subscriber_requested_are_delivered_before_exit() -> None:
+def test_items_a_subscriber_requested_are_delivered_before_exit(core: Core) -> None:
     result = run_script(
+        core,
         """
         publisher = SubmissionPublisher(max_buffer_capacity=64)
         publisher.subscribe(Printer(2**63 - 1, pause=0.002))
         for i in range(50):
             publisher.submit(i)
         publisher.close()
-        """
+        """,
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.splitlines() == [f"item {i}" for i in range(50)] + ["complete"]
     assert result.stderr == ""
 
 
-def test_items_nobody_requested_are_reported_at_exit_without_waiting() -> None:
+def test_items_nobody_requested_are_reported_at_exit_without_waiting(core: Core) -> None:
     started = time.monotonic()
     result = run_script(
+        core,
         """
         class Three(Printer):
             seen = threading.Event()
@@ -92,8 +106,9 @@ def test_items_nobody_requested_are_reported_at_exit_without_waiting() -> None:
     )
 
 
-def test_a_stuck_subscriber_delays_exit_only_by_the_timeout_and_is_reported() -> None:
+def test_a_stuck_subscriber_delays_exit_only_by_the_timeout_and_is_reported(core: Core) -> None:
     result = run_script(
+        core,
         """
         class Stuck(Printer):
             inside = threading.Event()

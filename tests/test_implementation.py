@@ -7,7 +7,9 @@ import shutil
 import subprocess
 import sys
 import sysconfig
+import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -61,33 +63,48 @@ def test_compiled_core_is_the_default_when_built() -> None:
 def test_flowpy_no_extensions_forces_pure_python_at_import(value: str) -> None:
     code = (
         "import sys, flowpy, flowpy.submission as s; "
-        "print(flowpy.implementation, s.BufferedSubscription.__module__, 'flowpy._cbuffered' in sys.modules)"
+        "print(flowpy.implementation, s.SubmissionPublisher._subscription_type.__module__, "
+        "sorted(s.TWINS), 'flowpy._cbuffered' in sys.modules)"
     )
-    assert run_python(code, FLOWPY_NO_EXTENSIONS=value) == "python flowpy._buffered False"
+    assert run_python(code, FLOWPY_NO_EXTENSIONS=value) == "python flowpy._buffered ['python'] False"
 
 
 def test_without_the_compiled_core_the_publisher_is_all_python() -> None:
     code = (
-        "import threading, flowpy.submission as s; "
+        "import threading, flowpy._impl as i, flowpy.submission as s; "
         "p = s.SubmissionPublisher(lambda task: None); "
-        "print(s.SubmissionPublisher.__mro__[1].__name__, s.SubmissionPublisher.submit.__module__, "
-        "type(p._lock) is type(threading.RLock()), s.core_name())"
+        "print(s.SubmissionPublisher is s._PySubmissionPublisher, s.SubmissionPublisher.submit.__module__, "
+        "type(p._lock) is type(threading.RLock()), "
+        "[i.CBufferedSubscription, i.CPublisherCore, i.CProducerLock, i.c_first_none])"
     )
-    assert run_python(code, FLOWPY_NO_EXTENSIONS="1") == "PythonPublisherCore flowpy.submission True python"
+    assert run_python(code, FLOWPY_NO_EXTENSIONS="1") == "True flowpy.submission True [None, None, None, None]"
 
 
 @pytest.mark.skipif(_impl.CBufferedSubscription is None, reason="compiled core not built")
-def test_using_switches_the_submit_the_lock_and_the_subscriptions_and_restores_them() -> None:
-    assert flowpy.submission.core_name() == "c"
-    with _impl.using("python"):
-        assert flowpy.submission.core_name() == "python"
-        assert flowpy.submission.SubmissionPublisher.submit.__module__ == "flowpy.submission"
-        publisher = flowpy.submission.SubmissionPublisher(ManualExecutor())
-        assert type(publisher._lock) is not _impl.CProducerLock
-        assert flowpy.submission.BufferedSubscription is _impl.PythonBufferedSubscription
-    assert flowpy.submission.core_name() == "c"
-    assert flowpy.submission.SubmissionPublisher.submit is _impl.CPublisherCore.__dict__["submit"]  # type: ignore[union-attr]
-    assert flowpy.submission.BufferedSubscription is _impl.CBufferedSubscription
+def test_both_twins_work_side_by_side_each_on_its_own_core() -> None:
+    twins: dict[str, Any] = dict(flowpy.submission.TWINS)
+    assert flowpy.submission.SubmissionPublisher is twins["c"]
+    assert twins["c"].submit is _impl.CPublisherCore.__dict__["submit"]
+    assert twins["c"]._first_none is _impl.c_first_none
+    assert twins["python"].submit.__module__ == "flowpy.submission"
+    executor = ManualExecutor()
+    recorders = {name: Recorder(initial=10) for name in ("c", "python", "c again")}
+    publishers = {name: twins[name.split()[0]](executor) for name in recorders}  # the C twin again after the Python one
+    for name, publisher in publishers.items():
+        publisher.subscribe(recorders[name])
+    executor.run_all()
+    expected = {
+        "c": (_impl.CBufferedSubscription, _impl.CProducerLock),
+        "python": (_impl.PythonBufferedSubscription, type(threading.RLock())),
+    }
+    for name, publisher in publishers.items():
+        (subscription,) = publisher._subscriptions
+        assert (type(subscription), type(publisher._lock)) == expected[name.split()[0]], name
+        assert publisher.submit(1) == 1
+        assert publisher.submit_many([2, 3]) == 2
+    executor.run_all()
+    for recorder in recorders.values():
+        assert recorder.items == [1, 2, 3]
 
 
 @pytest.mark.skipif(_impl.CBufferedSubscription is None, reason="compiled core not built")

@@ -1,4 +1,10 @@
-"""Tests of flowpy.processors: MulticastProcessor and TransformProcessor."""
+"""Tests of flowpy.processors: MulticastProcessor and TransformProcessor.
+
+Each test runs once. MulticastProcessor is the same code whichever core runs.
+TransformProcessor is a SubmissionPublisher on the core this process chose
+(``flowpy.implementation``); the free-threaded CI job runs the whole core
+suite once per core, each in a process of its own.
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,12 @@
-"""Snapshots of SubmissionPublisher (both cores), TransformProcessor and MulticastProcessor."""
+"""Snapshots of SubmissionPublisher (both cores), TransformProcessor and MulticastProcessor.
+
+The SubmissionPublisher tests run once per core (the ``core`` fixture,
+tests/core_impl.py), on publishers built from ``core.SubmissionPublisher``.
+The processors' run once: MulticastProcessor is the same code whichever core
+runs, and TransformProcessor is a SubmissionPublisher on the core this
+process chose (the free-threaded CI job runs the whole core suite once per
+core, each in a process of its own).
+"""
 
 from __future__ import annotations
 
@@ -13,11 +21,12 @@ from flowpy._demand import MAX_DEMAND
 from flowpy.executors import DaemonThreadPool, direct_executor
 from flowpy.flow import Subscription
 from flowpy.snapshots import PublisherSnapshot, SubscriberSnapshot, SupportsSnapshot
+from tests.core_impl import Core
 from tests.support import ManualExecutor, Recorder
 
 
-def _publisher(executor: Any, capacity: int = 4) -> SubmissionPublisher[int]:
-    return SubmissionPublisher(executor=executor, max_buffer_capacity=capacity)
+def _publisher(core: Core, executor: Any, capacity: int = 4) -> SubmissionPublisher[int]:
+    return core.SubmissionPublisher(executor=executor, max_buffer_capacity=capacity)
 
 
 def _only(snapshot: PublisherSnapshot) -> SubscriberSnapshot:
@@ -30,9 +39,9 @@ def _subscription(publisher: SubmissionPublisher[Any]) -> Any:
     return subscription
 
 
-def test_snapshot_items_held_by_a_subscriber_without_demand_are_buffered() -> None:
+def test_snapshot_items_held_by_a_subscriber_without_demand_are_buffered(core: Core) -> None:
     executor = ManualExecutor()
-    publisher = _publisher(executor)
+    publisher = _publisher(core, executor)
     recorder = Recorder()
     publisher.subscribe(recorder)
     executor.run_all()
@@ -46,9 +55,9 @@ def test_snapshot_items_held_by_a_subscriber_without_demand_are_buffered() -> No
     publisher.close()
 
 
-def test_snapshot_delivered_and_demand_after_a_request_is_served() -> None:
+def test_snapshot_delivered_and_demand_after_a_request_is_served(core: Core) -> None:
     executor = ManualExecutor()
-    publisher = _publisher(executor)
+    publisher = _publisher(core, executor)
     recorder = Recorder()
     publisher.subscribe(recorder)
     executor.run_all()
@@ -61,8 +70,8 @@ def test_snapshot_delivered_and_demand_after_a_request_is_served() -> None:
     publisher.close()
 
 
-def test_snapshot_unbounded_demand_stays_unbounded_and_counts_delivered() -> None:
-    publisher = _publisher(direct_executor, capacity=2)
+def test_snapshot_unbounded_demand_stays_unbounded_and_counts_delivered(core: Core) -> None:
+    publisher = _publisher(core, direct_executor, capacity=2)
     recorder = Recorder(initial=MAX_DEMAND)
     publisher.subscribe(recorder)
     for item in range(10):
@@ -71,9 +80,9 @@ def test_snapshot_unbounded_demand_stays_unbounded_and_counts_delivered() -> Non
     publisher.close()
 
 
-def test_snapshot_offer_to_a_full_buffer_counts_a_drop_per_subscriber() -> None:
+def test_snapshot_offer_to_a_full_buffer_counts_a_drop_per_subscriber(core: Core) -> None:
     executor = ManualExecutor()
-    publisher = _publisher(executor, capacity=2)
+    publisher = _publisher(core, executor, capacity=2)
     full, roomy = Recorder(), Recorder()
     publisher.subscribe(full)
     executor.run_all()
@@ -96,9 +105,9 @@ def test_snapshot_offer_to_a_full_buffer_counts_a_drop_per_subscriber() -> None:
     publisher.close()
 
 
-def test_snapshot_drop_saved_by_the_retry_is_not_counted() -> None:
+def test_snapshot_drop_saved_by_the_retry_is_not_counted(core: Core) -> None:
     executor = ManualExecutor()
-    publisher = _publisher(executor, capacity=1)
+    publisher = _publisher(core, executor, capacity=1)
     recorder = Recorder(initial=1)
     publisher.subscribe(recorder)
     executor.run_all()  # on_subscribe and its request(1): no task left
@@ -113,13 +122,13 @@ def test_snapshot_drop_saved_by_the_retry_is_not_counted() -> None:
     publisher.close()
 
 
-def test_snapshot_delivered_counts_only_on_next_calls_that_returned() -> None:
+def test_snapshot_delivered_counts_only_on_next_calls_that_returned(core: Core) -> None:
     def fail_on_second(item: int) -> None:
         if item == 1:
             raise ValueError("second item refused")
 
     executor = ManualExecutor()
-    publisher = _publisher(executor)
+    publisher = _publisher(core, executor)
     recorder = Recorder(on_next_hook=fail_on_second)
     publisher.subscribe(recorder)
     executor.run_all()
@@ -135,10 +144,10 @@ def test_snapshot_delivered_counts_only_on_next_calls_that_returned() -> None:
     publisher.close()
 
 
-def test_snapshot_batch_cut_short_by_cancel_counts_what_was_delivered() -> None:
+def test_snapshot_batch_cut_short_by_cancel_counts_what_was_delivered(core: Core) -> None:
     recorder = Recorder(on_next_hook=lambda item: recorder.cancel())
     executor = ManualExecutor()
-    publisher = _publisher(executor)
+    publisher = _publisher(core, executor)
     publisher.subscribe(recorder)
     executor.run_all()
     for item in range(3):
@@ -152,9 +161,9 @@ def test_snapshot_batch_cut_short_by_cancel_counts_what_was_delivered() -> None:
     publisher.close()
 
 
-def test_snapshot_counters_are_read_only() -> None:
+def test_snapshot_counters_are_read_only(core: Core) -> None:
     executor = ManualExecutor()
-    publisher = _publisher(executor)
+    publisher = _publisher(core, executor)
     publisher.subscribe(Recorder())
     subscription = _subscription(publisher)
     with pytest.raises(AttributeError):
@@ -165,9 +174,9 @@ def test_snapshot_counters_are_read_only() -> None:
     executor.run_all()
 
 
-def test_snapshot_delivered_after_completion_and_closed_publisher() -> None:
+def test_snapshot_delivered_after_completion_and_closed_publisher(core: Core) -> None:
     executor = ManualExecutor()
-    publisher = _publisher(executor)
+    publisher = _publisher(core, executor)
     recorder = Recorder(initial=10)
     publisher.subscribe(recorder)
     for item in range(3):
@@ -181,9 +190,9 @@ def test_snapshot_delivered_after_completion_and_closed_publisher() -> None:
     assert subscription.readings() == (0, 7, 3, 0)
 
 
-def test_snapshot_does_not_wait_for_the_producers_lock() -> None:
+def test_snapshot_does_not_wait_for_the_producers_lock(core: Core) -> None:
     executor = ManualExecutor()
-    publisher = _publisher(executor)
+    publisher = _publisher(core, executor)
     recorder = Recorder()
     publisher.subscribe(recorder)
     executor.run_all()
@@ -206,8 +215,8 @@ def test_snapshot_does_not_wait_for_the_producers_lock() -> None:
     publisher.close()
 
 
-def test_snapshot_is_frozen_and_slotted() -> None:
-    publisher = _publisher(ManualExecutor())
+def test_snapshot_is_frozen_and_slotted(core: Core) -> None:
+    publisher = _publisher(core, ManualExecutor())
     snapshot = publisher.snapshot()
     assert isinstance(publisher, SupportsSnapshot)
     with pytest.raises(dataclasses.FrozenInstanceError):
@@ -217,8 +226,8 @@ def test_snapshot_is_frozen_and_slotted() -> None:
     publisher.close()
 
 
-def test_snapshot_of_an_empty_publisher_has_neutral_estimates() -> None:
-    publisher = _publisher(ManualExecutor())
+def test_snapshot_of_an_empty_publisher_has_neutral_estimates(core: Core) -> None:
+    publisher = _publisher(core, ManualExecutor())
     snapshot = publisher.snapshot()
     assert (snapshot.number_of_subscribers, snapshot.maximum_lag, snapshot.minimum_demand) == (0, 0, 0)
     publisher.close()
@@ -227,7 +236,7 @@ def test_snapshot_of_an_empty_publisher_has_neutral_estimates() -> None:
 def test_transform_processor_snapshot_shows_its_subscribers_buffers() -> None:
     executor = ManualExecutor()
     processor: TransformProcessor[int, int] = TransformProcessor(lambda x: x * 10, executor=executor)
-    source = _publisher(direct_executor)
+    source: SubmissionPublisher[int] = SubmissionPublisher(executor=direct_executor, max_buffer_capacity=4)
     source.subscribe(processor)
     recorder = Recorder()
     processor.subscribe(recorder)
@@ -301,11 +310,11 @@ class _Requested(Recorder):
 
 @pytest.mark.timeout(60)
 @pytest.mark.usefixtures("tiny_switch_interval")
-def test_snapshot_counters_under_concurrent_delivery_add_up() -> None:
+def test_snapshot_counters_under_concurrent_delivery_add_up(core: Core) -> None:
     items = 20_000
     pool = DaemonThreadPool(2, thread_name_prefix="snapshots")
     try:
-        publisher: SubmissionPublisher[int] = SubmissionPublisher(executor=pool, max_buffer_capacity=16)
+        publisher: SubmissionPublisher[int] = core.SubmissionPublisher(executor=pool, max_buffer_capacity=16)
         recorder = _Requested(initial=MAX_DEMAND)
         publisher.subscribe(recorder)
         assert recorder.requested_all.wait(30)  # every snapshot below sees the unbounded demand

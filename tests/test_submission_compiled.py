@@ -1,9 +1,12 @@
 """The compiled producer path: ProducerLock, PublisherCore.submit and first_none, error paths included.
 
 These parts exist only in flowpy/_cbuffered.c; the behaviour they share with
-the pure-Python reference is tested for both cores by the core modules
-(tests/core_impl.py). Here: the lock's own contract, and the paths where the
-compiled submit hands over to the reference's Python methods.
+the pure-Python reference is tested for both cores by the tests that ask for
+the ``core`` fixture (tests/core_impl.py). Here: the lock's own contract, and
+the paths where the compiled submit hands over to the reference's Python
+methods, on publishers built from the compiled core's SubmissionPublisher
+(the ``compiled`` fixture); and subscriptions of either core under the
+producer path of either.
 """
 
 from __future__ import annotations
@@ -12,30 +15,47 @@ import signal
 import sys
 import threading
 import weakref
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 from flowpy import _impl
-from flowpy.submission import SubmissionPublisher, core_name
+from flowpy.submission import SubmissionPublisher
+from tests.core_impl import CORES, not_built_reason
 from tests.support import ManualExecutor, Recorder
 
-pytestmark = pytest.mark.skipif(_impl.CProducerLock is None, reason="compiled core not built")
+pytestmark = pytest.mark.skipif("c" not in CORES, reason=str(not_built_reason()))
 
 MAX = 2**63 - 1
+
+PublisherClass = type[SubmissionPublisher[Any]]
 
 
 @pytest.fixture
 def lock() -> Any:
-    assert _impl.CProducerLock is not None
-    return _impl.CProducerLock()
+    return CORES["c"].ProducerLock()
 
 
 @pytest.fixture
-def compiled() -> Iterator[None]:
-    with _impl.using("c"):
-        yield
+def compiled() -> PublisherClass:
+    """The SubmissionPublisher of the compiled core."""
+    return CORES["c"].SubmissionPublisher
+
+
+def subscribe_with(publisher: SubmissionPublisher[Any], core: str, subscriber: Any) -> None:
+    """Subscribe ``subscriber`` to ``publisher`` through a subscription of ``core``, whichever core the publisher is on.
+
+    Each twin builds only its own core's subscriptions; this swaps the
+    publisher's subscription class for one ``subscribe``. The producer paths
+    take any object with the subscription's interface (the compiled one falls
+    back to ``offer`` and slices for what is not its own BufferedSubscription),
+    and the tests that use this check them with the other core's real one.
+    """
+    publisher._subscription_type = CORES[core].BufferedSubscription  # type: ignore[misc]
+    try:
+        publisher.subscribe(subscriber)
+    finally:
+        del publisher._subscription_type
 
 
 def in_thread(fn: Any) -> Any:
@@ -118,11 +138,10 @@ def test_lock_acquire_propagates_what_the_truth_test_of_blocking_raises(lock: An
 
 
 def test_lock_takes_no_constructor_arguments() -> None:
-    assert _impl.CProducerLock is not None
     with pytest.raises(TypeError, match=r"^ProducerLock\(\) takes no arguments$"):
-        _impl.CProducerLock(1)
+        CORES["c"].ProducerLock(1)  # type: ignore[call-arg]
     with pytest.raises(TypeError, match=r"^ProducerLock\(\) takes no arguments$"):
-        _impl.CProducerLock(blocking=True)
+        CORES["c"].ProducerLock(blocking=True)  # type: ignore[call-arg]
 
 
 def test_lock_acquire_restore_checks_the_state(lock: Any) -> None:
@@ -210,17 +229,16 @@ def test_lock_repr_and_weak_reference(lock: Any) -> None:
 # --- PublisherCore.submit --------------------------------------------------------------------
 
 
-def test_a_compiled_publisher_has_the_compiled_lock_and_submit(compiled: None) -> None:
-    assert core_name() == "c"
-    publisher: SubmissionPublisher[int] = SubmissionPublisher(ManualExecutor())
+def test_a_compiled_publisher_has_the_compiled_lock_and_submit(compiled: PublisherClass) -> None:
+    publisher: SubmissionPublisher[int] = compiled(ManualExecutor())
     assert type(publisher._lock) is _impl.CProducerLock
     assert isinstance(publisher, _impl.CPublisherCore)
     assert type(publisher).submit is _impl.CPublisherCore.__dict__["submit"]
 
 
-def test_lock_free_submit_fills_every_buffer_and_returns_the_largest_lag(compiled: None) -> None:
+def test_lock_free_submit_fills_every_buffer_and_returns_the_largest_lag(compiled: PublisherClass) -> None:
     executor = ManualExecutor()
-    publisher: SubmissionPublisher[int] = SubmissionPublisher(executor, 8)
+    publisher: SubmissionPublisher[int] = compiled(executor, 8)
     first, second = Recorder(), Recorder()
     publisher.subscribe(first)
     publisher.subscribe(second)
@@ -237,38 +255,34 @@ def test_lock_free_submit_fills_every_buffer_and_returns_the_largest_lag(compile
     publisher.close()
 
 
-def test_publishers_and_subscriptions_of_either_core_work_under_the_other() -> None:
-    with _impl.using("python"):
-        executor = ManualExecutor()
-        python_made: SubmissionPublisher[int] = SubmissionPublisher(executor)
-        early = Recorder(initial=MAX)
-        python_made.subscribe(early)
-    with _impl.using("c"):
-        late = Recorder(initial=MAX)
-        python_made.subscribe(late)  # a compiled subscription beside a Python one
-        compiled_made: SubmissionPublisher[int] = SubmissionPublisher(executor)
-        compiled_made.subscribe(Recorder(initial=MAX))
-        executor.run_all()
-        assert python_made.submit(1) == 1  # the compiled submit over a threading.RLock: the Python path
-        executor.run_all()
-    with _impl.using("python"):
-        assert compiled_made.submit(2) == 1  # the reference submit over the compiled lock
-        assert python_made.submit(3) == 1
-    with _impl.using("c"):
-        publisher: SubmissionPublisher[int] = SubmissionPublisher(executor)
-        mixed = Recorder(initial=MAX)
-    with _impl.using("python"):
-        publisher.subscribe(mixed)  # a Python subscription in a compiled publisher
-    with _impl.using("c"):
-        executor.run_all()
-        assert publisher.submit(4) == 1  # offered through its Python offer()
-        executor.run_all()
-    assert early.items == late.items == [1, 3]
-    assert mixed.items == [4]
-    for each in (python_made, compiled_made, publisher):
-        each.close()
+def either_core_under_either_twin(capacity: int) -> tuple[ManualExecutor, list[Any], list[Recorder]]:
+    """A publisher of each core, each with a subscription of each core; their recorders request everything."""
+    executor = ManualExecutor()
+    publishers: list[Any] = [CORES[twin].SubmissionPublisher(executor, capacity) for twin in ("python", "c")]
+    recorders: list[Recorder] = []
+    for publisher in publishers:
+        for core in ("python", "c"):
+            recorders.append(Recorder(initial=MAX))
+            subscribe_with(publisher, core, recorders[-1])
+        assert [type(each) for each in publisher._subscriptions] == [
+            CORES["python"].BufferedSubscription,
+            CORES["c"].BufferedSubscription,
+        ]
     executor.run_all()
-    assert early.completed and late.completed and mixed.completed
+    return executor, publishers, recorders
+
+
+def test_subscriptions_of_either_core_work_under_either_twin() -> None:
+    executor, publishers, recorders = either_core_under_either_twin(16)
+    for publisher in publishers:
+        assert publisher.submit(1) == 1  # the compiled submit offers to a Python subscription through offer()
+        assert publisher.submit(2) == 2
+    executor.run_all()
+    for publisher in publishers:
+        publisher.close()
+    executor.run_all()
+    for recorder in recorders:
+        assert recorder.items == [1, 2] and recorder.completed and recorder.violations == []
 
 
 class Subscription:
@@ -300,17 +314,17 @@ def assert_lock_free(publisher: SubmissionPublisher[Any]) -> None:
     ],
 )
 def test_a_failing_offer_propagates_and_releases_the_lock(
-    compiled: None, outcome: Any, error: type[BaseException], message: str
+    compiled: PublisherClass, outcome: Any, error: type[BaseException], message: str
 ) -> None:
-    publisher: SubmissionPublisher[int] = SubmissionPublisher(ManualExecutor())
+    publisher: SubmissionPublisher[int] = compiled(ManualExecutor())
     publisher._subscriptions = (Subscription(outcome),)  # type: ignore[assignment]
     with pytest.raises(error, match=message):
         publisher.submit(1)
     assert_lock_free(publisher)
 
 
-def test_a_failing_prune_of_a_closed_subscription_propagates_and_releases_the_lock(compiled: None) -> None:
-    publisher: SubmissionPublisher[int] = SubmissionPublisher(ManualExecutor())
+def test_a_failing_prune_of_a_closed_subscription_propagates_and_releases_the_lock(compiled: PublisherClass) -> None:
+    publisher: SubmissionPublisher[int] = compiled(ManualExecutor())
     publisher._subscriptions = (Subscription(-1),)  # type: ignore[assignment]
 
     def live() -> Any:
@@ -322,9 +336,9 @@ def test_a_failing_prune_of_a_closed_subscription_propagates_and_releases_the_lo
     assert_lock_free(publisher)
 
 
-def test_a_closed_subscription_is_pruned_and_the_item_goes_to_the_rest(compiled: None) -> None:
+def test_a_closed_subscription_is_pruned_and_the_item_goes_to_the_rest(compiled: PublisherClass) -> None:
     executor = ManualExecutor()
-    publisher: SubmissionPublisher[int] = SubmissionPublisher(executor)
+    publisher: SubmissionPublisher[int] = compiled(executor)
     staying, leaving = Recorder(initial=MAX), Recorder(initial=MAX)
     publisher.subscribe(staying)
     publisher.subscribe(leaving)
@@ -339,8 +353,8 @@ def test_a_closed_subscription_is_pruned_and_the_item_goes_to_the_rest(compiled:
     publisher.close()
 
 
-def test_a_failing_retry_for_a_full_buffer_propagates_and_releases_the_lock(compiled: None) -> None:
-    publisher: SubmissionPublisher[int] = SubmissionPublisher(ManualExecutor())
+def test_a_failing_retry_for_a_full_buffer_propagates_and_releases_the_lock(compiled: PublisherClass) -> None:
+    publisher: SubmissionPublisher[int] = compiled(ManualExecutor())
     publisher._subscriptions = (Subscription(0),)  # type: ignore[assignment]
     seen: list[Any] = []
 
@@ -355,8 +369,8 @@ def test_a_failing_retry_for_a_full_buffer_propagates_and_releases_the_lock(comp
     assert_lock_free(publisher)
 
 
-def test_submit_without_subscribers_or_closed_takes_the_reference_path(compiled: None) -> None:
-    publisher: SubmissionPublisher[int] = SubmissionPublisher(ManualExecutor())
+def test_submit_without_subscribers_or_closed_takes_the_reference_path(compiled: PublisherClass) -> None:
+    publisher: SubmissionPublisher[int] = compiled(ManualExecutor())
     assert publisher.submit(1) == 0
     publisher.close()
     with pytest.raises(Exception, match=r"^cannot submit\(\): publisher was closed by close\(\)$"):
@@ -407,7 +421,7 @@ class Abort(BaseException):
 
 @pytest.mark.parametrize("many", [False, True], ids=["submit", "submit_many"])
 def test_an_executor_raising_base_exception_in_submit_propagates_and_releases_the_lock(
-    compiled: None, many: bool
+    compiled: PublisherClass, many: bool
 ) -> None:
     accepted: list[Any] = []
 
@@ -416,7 +430,7 @@ def test_an_executor_raising_base_exception_in_submit_propagates_and_releases_th
             raise Abort()
         accepted.append(task)
 
-    publisher: SubmissionPublisher[int] = SubmissionPublisher(execute)
+    publisher: SubmissionPublisher[int] = compiled(execute)
     recorder = Recorder(initial=MAX)
     publisher.subscribe(recorder)
     accepted[0]()  # on_subscribe, and the request that goes idle with nothing buffered
@@ -446,14 +460,14 @@ class Turn:
 
 
 def full_buffers(
-    subscribers: int, hook: Any = None, idle: int = 0
+    publisher_class: PublisherClass, subscribers: int, hook: Any = None, idle: int = 0
 ) -> tuple[SubmissionPublisher[int], ManualExecutor, list[Recorder]]:
     """Capacity 1, each subscriber holding item 0 and its task queued; the first's on_next runs ``hook``.
 
     The last ``idle`` subscribers request nothing, so no task of theirs is queued.
     """
     executor = ManualExecutor()
-    publisher: SubmissionPublisher[int] = SubmissionPublisher(executor, 1)
+    publisher: SubmissionPublisher[int] = publisher_class(executor, 1)
     recorders = [
         Recorder(initial=0 if i >= subscribers - idle else MAX, on_next_hook=hook if i == 0 else None)
         for i in range(subscribers)
@@ -467,13 +481,13 @@ def full_buffers(
 
 @pytest.mark.parametrize("raising_on_next", [False, True], ids=["drained", "on_next raised"])
 def test_a_failing_turn_notify_after_a_drain_propagates_and_leaves_the_producer_unblocked(
-    compiled: None, raising_on_next: bool
+    compiled: PublisherClass, raising_on_next: bool
 ) -> None:
     def abort(item: int) -> None:
         if raising_on_next:
             raise Abort()
 
-    publisher, _, (recorder,) = full_buffers(1, abort)
+    publisher, _, (recorder,) = full_buffers(compiled, 1, abort)
     publisher._turn = Turn(fail_at=1)  # type: ignore[assignment]
     publisher._turn_waiters = 1  # as if a producer waited for its turn
     with pytest.raises(RuntimeError, match=r"^no notify$") as raised:
@@ -487,26 +501,26 @@ def test_a_failing_turn_notify_after_a_drain_propagates_and_leaves_the_producer_
 
 
 def test_an_on_next_raising_base_exception_in_a_drain_propagates_and_leaves_the_producer_unblocked(
-    compiled: None,
+    compiled: PublisherClass,
 ) -> None:
     def abort(item: int) -> None:
         raise Abort()
 
-    publisher, _, (recorder,) = full_buffers(1, abort)
+    publisher, _, (recorder,) = full_buffers(compiled, 1, abort)
     with pytest.raises(Abort):
         publisher.submit(1)
     assert isinstance(recorder.error, Abort) and publisher._blocked == 0
     assert_lock_free(publisher)
 
 
-def test_a_failing_turn_notify_for_a_buffer_freed_meanwhile_propagates(compiled: None) -> None:
+def test_a_failing_turn_notify_for_a_buffer_freed_meanwhile_propagates(compiled: PublisherClass) -> None:
     # The first subscriber's on_next runs the queue, so the second's task,
     # which frees the second buffer before the producer looks at it.
     def run_queued(item: int) -> None:
         if item == 0:
             executor.run_all()
 
-    publisher, executor, (first, second) = full_buffers(2, run_queued)
+    publisher, executor, (first, second) = full_buffers(compiled, 2, run_queued)
     publisher._turn = Turn(fail_at=2)  # type: ignore[assignment]
     publisher._turn_waiters = 1
     with pytest.raises(RuntimeError, match=r"^no notify$"):
@@ -515,13 +529,13 @@ def test_a_failing_turn_notify_for_a_buffer_freed_meanwhile_propagates(compiled:
     assert_lock_free(publisher)
 
 
-def test_a_failing_prune_after_a_drain_propagates(compiled: None) -> None:
+def test_a_failing_prune_after_a_drain_propagates(compiled: PublisherClass) -> None:
     def cancel_second(item: int) -> None:
         if item == 0:
             second.cancel()
             executor.run_all()
 
-    publisher, executor, (first, second) = full_buffers(2, cancel_second)
+    publisher, executor, (first, second) = full_buffers(compiled, 2, cancel_second)
 
     def live() -> Any:
         raise RuntimeError("no pruning")
@@ -533,10 +547,10 @@ def test_a_failing_prune_after_a_drain_propagates(compiled: None) -> None:
     assert_lock_free(publisher)
 
 
-def test_the_reference_retry_gets_the_buffers_from_the_first_that_would_wait(compiled: None) -> None:
+def test_the_reference_retry_gets_the_buffers_from_the_first_that_would_wait(compiled: PublisherClass) -> None:
     # The first buffer is drained from C; the second's task is not queued
     # (nothing requested), so the reference's _retry gets just that one.
-    publisher, executor, (first, _) = full_buffers(2, idle=1)
+    publisher, executor, (first, _) = full_buffers(compiled, 2, idle=1)
     seen: list[Any] = []
 
     def retry(*args: Any) -> int:
@@ -589,15 +603,15 @@ class ChunkSubscription:
         self.resumed += 1
 
 
-def chunk_publisher(*subscriptions: ChunkSubscription) -> SubmissionPublisher[int]:
-    publisher: SubmissionPublisher[int] = SubmissionPublisher(ManualExecutor())
+def chunk_publisher(publisher_class: PublisherClass, *subscriptions: ChunkSubscription) -> SubmissionPublisher[int]:
+    publisher: SubmissionPublisher[int] = publisher_class(ManualExecutor())
     publisher._subscriptions = subscriptions  # type: ignore[assignment]
     return publisher
 
 
-def test_publish_chunk_of_stand_in_subscriptions_extends_each_by_the_least_room(compiled: None) -> None:
+def test_publish_chunk_of_stand_in_subscriptions_extends_each_by_the_least_room(compiled: PublisherClass) -> None:
     roomy, tight = ChunkSubscription(free=8), ChunkSubscription(free=3)
-    publisher = chunk_publisher(roomy, tight)
+    publisher = chunk_publisher(compiled, roomy, tight)
     tight_free = iter([3, 0, 8])
     tight.free_slots = lambda: next(tight_free)  # type: ignore[method-assign]
     assert publisher.submit_many(range(5)) == 5
@@ -618,18 +632,18 @@ def test_publish_chunk_of_stand_in_subscriptions_extends_each_by_the_least_room(
     ids=["free_slots raises", "free_slots not an int", "extend raises", "extend not an int", "offer raises"],
 )
 def test_a_failing_stand_in_subscription_in_submit_many_propagates_and_releases_the_lock(
-    compiled: None, subscription: ChunkSubscription, error: type[BaseException], message: str
+    compiled: PublisherClass, subscription: ChunkSubscription, error: type[BaseException], message: str
 ) -> None:
-    publisher = chunk_publisher(subscription)
+    publisher = chunk_publisher(compiled, subscription)
     with pytest.raises(error, match=message):
         publisher.submit_many(range(4))
     assert_lock_free(publisher)
     assert subscription.resumed == 1  # items it took before the failure are not left waiting
 
 
-def test_a_part_that_no_longer_fits_goes_to_offer_each(compiled: None) -> None:
+def test_a_part_that_no_longer_fits_goes_to_offer_each(compiled: PublisherClass) -> None:
     full = ChunkSubscription(extended=0)
-    publisher = chunk_publisher(full)
+    publisher = chunk_publisher(compiled, full)
     seen: list[Any] = []
     publisher._offer_each = lambda subscription, items: seen.append((subscription, items))  # type: ignore[method-assign]
     assert publisher.submit_many(range(3)) == 3
@@ -644,10 +658,10 @@ def test_a_part_that_no_longer_fits_goes_to_offer_each(compiled: None) -> None:
     assert_lock_free(publisher)
 
 
-def test_a_closed_stand_in_is_pruned_and_a_failing_prune_propagates(compiled: None) -> None:
+def test_a_closed_stand_in_is_pruned_and_a_failing_prune_propagates(compiled: PublisherClass) -> None:
     closed, staying = ChunkSubscription(extended=-1), ChunkSubscription()
     closed.is_closed = True
-    publisher = chunk_publisher(closed, staying)
+    publisher = chunk_publisher(compiled, closed, staying)
     assert publisher.submit_many(range(2)) == 2
     assert publisher._subscriptions == (staying,) and staying.parts == [[0, 1]]
 
@@ -661,8 +675,8 @@ def test_a_closed_stand_in_is_pruned_and_a_failing_prune_propagates(compiled: No
     assert_lock_free(publisher)
 
 
-def test_submit_many_propagates_a_failing_wait_for_the_turn(compiled: None) -> None:
-    publisher = chunk_publisher(ChunkSubscription())
+def test_submit_many_propagates_a_failing_wait_for_the_turn(compiled: PublisherClass) -> None:
+    publisher = chunk_publisher(compiled, ChunkSubscription())
     publisher._blocked = 1  # as if another producer held the turn
 
     def wait_turn(timeout: Any) -> None:
@@ -674,8 +688,10 @@ def test_submit_many_propagates_a_failing_wait_for_the_turn(compiled: None) -> N
     assert_lock_free(publisher)
 
 
-def test_submit_many_propagates_a_failing_closed_error(compiled: None) -> None:
-    publisher = chunk_publisher()
+def test_submit_many_propagates_a_failing_closed_error(compiled: PublisherClass) -> None:
+    publisher = chunk_publisher(
+        compiled,
+    )
     publisher.close()
 
     def closed_error(operation: str) -> Exception:
@@ -697,14 +713,18 @@ def test_submit_many_propagates_a_failing_closed_error(compiled: None) -> None:
         (([1, 2], -1), ValueError, r"^_publish_chunk\(\): end must be in \[0, 2\], got -1$"),
     ],
 )
-def test_publish_chunk_checks_its_arguments(compiled: None, args: Any, error: type[Exception], message: str) -> None:
-    publisher = chunk_publisher(ChunkSubscription())
+def test_publish_chunk_checks_its_arguments(
+    compiled: PublisherClass, args: Any, error: type[Exception], message: str
+) -> None:
+    publisher = chunk_publisher(compiled, ChunkSubscription())
     with pytest.raises(error, match=message):
         publisher._publish_chunk(*args)
 
 
-def test_publish_chunk_needs_a_tuple_of_subscriptions(compiled: None) -> None:
-    publisher = chunk_publisher()
+def test_publish_chunk_needs_a_tuple_of_subscriptions(compiled: PublisherClass) -> None:
+    publisher = chunk_publisher(
+        compiled,
+    )
     publisher._subscriptions = [ChunkSubscription()]  # type: ignore[assignment]
     with pytest.raises(TypeError, match=r"^_publish_chunk\(\): _subscriptions must be a tuple$"):
         publisher.submit_many(range(2))
@@ -715,32 +735,21 @@ def test_publish_chunk_needs_a_tuple_of_subscriptions(compiled: None) -> None:
 
 
 @pytest.mark.parametrize("free", [2, 0], ids=["then extended", "then offered"])
-def test_publish_chunk_stops_if_the_chunk_shrinks_under_it(compiled: None, free: int) -> None:
+def test_publish_chunk_stops_if_the_chunk_shrinks_under_it(compiled: PublisherClass, free: int) -> None:
     chunk = [1, 2, 3, 4]
     frees = iter([2, free])
     shrinking = ChunkSubscription(on_extend=chunk.clear)
     shrinking.free_slots = lambda: next(frees)  # type: ignore[method-assign]
-    publisher = chunk_publisher(shrinking)
+    publisher = chunk_publisher(compiled, shrinking)
     with pytest.raises(RuntimeError, match=r"^_publish_chunk\(\): the chunk shrank while it was published$"):
         publisher._publish_chunk(chunk, 4)
     assert shrinking.parts == [[1, 2]]
 
 
-def test_submit_many_over_subscriptions_of_either_core_under_either() -> None:
-    executor = ManualExecutor()
-    publishers: list[SubmissionPublisher[int]] = []
-    recorders = [Recorder(initial=MAX) for _ in range(4)]
-    for publisher_core, subscription_cores in (("c", ("python", "c")), ("python", ("c", "python"))):
-        with _impl.using(publisher_core):  # type: ignore[arg-type]
-            publisher: SubmissionPublisher[int] = SubmissionPublisher(executor, 4)
-        for core in subscription_cores:
-            with _impl.using(core):  # type: ignore[arg-type]
-                publisher.subscribe(recorders[len(publishers) * 2 + subscription_cores.index(core)])
-        publishers.append(publisher)
-    executor.run_all()
-    for publisher_core, publisher in zip(("c", "python"), publishers, strict=True):
-        with _impl.using(publisher_core):  # type: ignore[arg-type]
-            assert publisher.submit_many(range(10)) == 10  # fits, then full: extend, then offer and wait
+def test_submit_many_over_subscriptions_of_either_core_under_either_twin() -> None:
+    executor, publishers, recorders = either_core_under_either_twin(4)
+    for publisher in publishers:
+        assert publisher.submit_many(range(10)) == 10  # fits, then full: extend, then offer and wait
         executor.run_all()
         publisher.close()
     executor.run_all()
@@ -748,8 +757,8 @@ def test_submit_many_over_subscriptions_of_either_core_under_either() -> None:
         assert recorder.items == list(range(10)) and recorder.completed and recorder.violations == []
 
 
-def test_extend_takes_only_a_list(compiled: None) -> None:
-    publisher: SubmissionPublisher[int] = SubmissionPublisher(ManualExecutor())
+def test_extend_takes_only_a_list(compiled: PublisherClass) -> None:
+    publisher: SubmissionPublisher[int] = compiled(ManualExecutor())
     publisher.subscribe(Recorder())
     (subscription,) = publisher._subscriptions
     with pytest.raises(TypeError, match=r"^items must be a list, got \(1, 2\)$"):
@@ -785,10 +794,10 @@ def fail_each_allocation(setup: Any, operation: Any, check: Any, allocations: in
 
 
 def test_a_drain_from_c_that_cannot_allocate_raises_memory_error_and_leaves_the_producer_unblocked(
-    compiled: None,
+    compiled: PublisherClass,
 ) -> None:
     def setup() -> Any:
-        publisher = full_buffers(2, idle=1)[0]
+        publisher = full_buffers(compiled, 2, idle=1)[0]
         publisher._retry = lambda *args: 1  # type: ignore[method-assign, assignment]
         return publisher
 
@@ -798,13 +807,12 @@ def test_a_drain_from_c_that_cannot_allocate_raises_memory_error_and_leaves_the_
     assert fail_each_allocation(setup, lambda publisher: publisher.submit(1), check) > 0
 
 
-def test_a_chunk_that_cannot_allocate_raises_memory_error_and_releases_the_lock(compiled: None) -> None:
+def test_a_chunk_that_cannot_allocate_raises_memory_error_and_releases_the_lock(compiled: PublisherClass) -> None:
     def setup() -> Any:
         executor = ManualExecutor()
-        publisher: SubmissionPublisher[int] = SubmissionPublisher(executor, 64)
+        publisher: SubmissionPublisher[int] = compiled(executor, 64)
         publisher.subscribe(Recorder(initial=MAX))  # compiled
-        with _impl.using("python"):
-            publisher.subscribe(Recorder(initial=MAX))  # pure Python: extended through a slice
+        subscribe_with(publisher, "python", Recorder(initial=MAX))  # pure Python: extended through a slice
         executor.run_all()
         full = ChunkSubscription(extended=0)
         publisher._subscriptions = (*publisher._subscriptions, full)
@@ -817,7 +825,7 @@ def test_a_chunk_that_cannot_allocate_raises_memory_error_and_releases_the_lock(
     assert fail_each_allocation(setup, lambda publisher: publisher.submit_many(range(40)), check) > 0
 
 
-def test_an_executor_raising_base_exception_after_a_drain_from_c_propagates(compiled: None) -> None:
+def test_an_executor_raising_base_exception_after_a_drain_from_c_propagates(compiled: PublisherClass) -> None:
     # The producer drains the full buffer; meanwhile the queued task runs and
     # finds nothing to do, so the next item's task must be handed over anew.
     refusing = False
@@ -833,7 +841,7 @@ def test_an_executor_raising_base_exception_after_a_drain_from_c_propagates(comp
         refusing = True
 
     executor = ManualExecutor()
-    publisher: SubmissionPublisher[int] = SubmissionPublisher(execute, 1)
+    publisher: SubmissionPublisher[int] = compiled(execute, 1)
     recorder = Recorder(initial=MAX, on_next_hook=run_queued_then_refuse)
     publisher.subscribe(recorder)
     executor.run_all()
@@ -845,14 +853,14 @@ def test_an_executor_raising_base_exception_after_a_drain_from_c_propagates(comp
 
 
 def test_a_failing_recovery_after_a_wait_that_lost_the_lock_is_raised_chained_to_the_interrupt(
-    compiled: None,
+    compiled: PublisherClass,
 ) -> None:
     # Condition.wait interrupted after releasing the lock: the compiled
     # submit calls the reference's _recover, whose failure is raised with the
     # interrupt as its __context__, and the lock, which nobody took back, is
     # not released a second time.
     executor = ManualExecutor()
-    publisher: SubmissionPublisher[int] = SubmissionPublisher(executor, 1)
+    publisher: SubmissionPublisher[int] = compiled(executor, 1)
     stalled = Recorder()
     publisher.subscribe(stalled)
     executor.run_all()

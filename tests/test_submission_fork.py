@@ -11,7 +11,11 @@ pools' tasks or exit duties: it exits at once and silently about them.
 
 The scripts run in a fresh interpreter (the process that forks has only the
 threads they start); every wait in them is bounded, and a child that does not
-answer in time is killed and reported as hung.
+answer in time is killed and reported as hung. The tests that ask for the
+``core`` fixture (tests/core_impl.py) run once per core: on ``core.ProducerLock``
+in this process, or in an interpreter that gets the core through
+``FLOWPY_NO_EXTENSIONS`` and checks it. One script runs both cores side by
+side in one interpreter (``flowpy.submission.TWINS``).
 """
 
 from __future__ import annotations
@@ -22,22 +26,14 @@ import subprocess
 import sys
 import textwrap
 import threading
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from flowpy import _impl
-
-
-def lock_factories() -> list[Any]:
-    factories: list[Any] = [pytest.param(threading.RLock, id="threading.RLock")]
-    reason = "compiled core not built" if _impl.CProducerLock is None else ""
-    factories.append(
-        pytest.param(_impl.CProducerLock, id="ProducerLock", marks=pytest.mark.skipif(bool(reason), reason=reason))
-    )
-    return factories
+import flowpy
+from flowpy import submission
+from tests.core_impl import Core
 
 
 def hold_in_thread(lock: Any) -> tuple[threading.Thread, threading.Event, list[BaseException]]:
@@ -60,9 +56,8 @@ def hold_in_thread(lock: Any) -> tuple[threading.Thread, threading.Event, list[B
     return thread, done, errors
 
 
-@pytest.mark.parametrize("make_lock", lock_factories())
-def test_at_fork_reinit_frees_a_lock_that_another_thread_holds(make_lock: Callable[[], Any]) -> None:
-    lock = make_lock()
+def test_at_fork_reinit_frees_a_lock_that_another_thread_holds(core: Core) -> None:
+    lock = core.ProducerLock()
     thread, done, errors = hold_in_thread(lock)
     try:
         assert lock.acquire(False) is False
@@ -79,9 +74,8 @@ def test_at_fork_reinit_frees_a_lock_that_another_thread_holds(make_lock: Callab
     assert [str(e) for e in errors] == ["cannot release un-acquired lock"]
 
 
-@pytest.mark.parametrize("make_lock", lock_factories())
-def test_at_fork_reinit_forgets_the_callers_own_count(make_lock: Callable[[], Any]) -> None:
-    lock = make_lock()
+def test_at_fork_reinit_forgets_the_callers_own_count(core: Core) -> None:
+    lock = core.ProducerLock()
     lock.acquire()
     lock.acquire()
     lock._at_fork_reinit()
@@ -97,9 +91,8 @@ def test_at_fork_reinit_forgets_the_callers_own_count(make_lock: Callable[[], An
 CHILD_SCRIPT = textwrap.dedent(
     """
     import json, os, sys, threading
-    from flowpy import _impl
     from flowpy.executors import DEFAULT, DaemonThreadPool, direct_executor
-    from flowpy.submission import SubmissionPublisher
+    from flowpy.submission import TWINS, SubmissionPublisher
 
     class Collect:
         def __init__(self):
@@ -114,8 +107,8 @@ CHILD_SCRIPT = textwrap.dedent(
             self.items.append("complete")
             self.done.set()
 
-    def deliver(executor):
-        publisher = SubmissionPublisher(executor)
+    def deliver(publisher_class, executor):
+        publisher = publisher_class(executor)
         sink = Collect()
         publisher.subscribe(sink)
         for item in (1, 2, 3):
@@ -124,46 +117,46 @@ CHILD_SCRIPT = textwrap.dedent(
         return sink.items if sink.done.wait(10) else "timed out"
 
     def in_child(old):
+        publisher_class = type(old)
         lock = old._lock
         result = {"held": not lock.acquire(False)}
         lock._at_fork_reinit()
         result["after_reinit"] = lock.acquire(False)
         lock.release()
-        result["direct"] = deliver(direct_executor)
+        result["direct"] = deliver(publisher_class, direct_executor)
         pool = DaemonThreadPool(max_workers=1)
-        result["new_pool"] = deliver(pool)
+        result["new_pool"] = deliver(publisher_class, pool)
         pool.shutdown()
-        result["default"] = deliver(DEFAULT)
+        result["default"] = deliver(publisher_class, DEFAULT)
         return result
 
     results = {}
-    deliver(DEFAULT)  # the shared pool has a thread at the fork
+    deliver(SubmissionPublisher, DEFAULT)  # the shared pool has a thread at the fork
     for core in sys.argv[1:]:
-        with _impl.using(core):
-            old = SubmissionPublisher(direct_executor)
-            held, release = threading.Event(), threading.Event()
-            def hold():
-                with old._lock:
-                    held.set()
-                    release.wait(10)
-            thread = threading.Thread(target=hold)
-            thread.start()
-            held.wait(10)
-            read, write = os.pipe()
-            pid = os.fork()
-            if pid == 0:
-                os.close(read)
-                try:
-                    os.write(write, json.dumps(in_child(old)).encode())
-                finally:
-                    os._exit(0)
-            os.close(write)
-            with os.fdopen(read) as stream:
-                results[core] = json.loads(stream.read() or "null")
-            os.waitpid(pid, 0)
-            release.set()
-            thread.join(10)
-            old.close()
+        old = TWINS[core](direct_executor)
+        held, release = threading.Event(), threading.Event()
+        def hold():
+            with old._lock:
+                held.set()
+                release.wait(10)
+        thread = threading.Thread(target=hold)
+        thread.start()
+        held.wait(10)
+        read, write = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            os.close(read)
+            try:
+                os.write(write, json.dumps(in_child(old)).encode())
+            finally:
+                os._exit(0)
+        os.close(write)
+        with os.fdopen(read) as stream:
+            results[core] = json.loads(stream.read() or "null")
+        os.waitpid(pid, 0)
+        release.set()
+        thread.join(10)
+        old.close()
     print(json.dumps(results))
     """
 )
@@ -172,7 +165,7 @@ CHILD_SCRIPT = textwrap.dedent(
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="os.fork() is POSIX only")
 @pytest.mark.timeout(60)
 def test_both_cores_behave_the_same_in_a_forked_child() -> None:
-    cores = ["python"] if _impl.CBufferedSubscription is None else ["python", "c"]
+    cores = list(submission.TWINS)  # "python", and "c" where it is available
     root = Path(__file__).resolve().parent.parent
     env = {**os.environ, "PYTHONPATH": str(root)}
     out = subprocess.run(
@@ -195,21 +188,13 @@ def test_both_cores_behave_the_same_in_a_forked_child() -> None:
     assert results == {core: expected for core in cores}
 
 
-def core_names() -> list[Any]:
-    reason = "compiled core not built" if _impl.CBufferedSubscription is None else ""
-    return [
-        pytest.param("python", id="python"),
-        pytest.param("c", id="c", marks=pytest.mark.skipif(bool(reason), reason=reason)),
-    ]
-
-
 def run_script(script: str, core: str, *args: str, env: dict[str, str] | None = None) -> Any:
-    """Run ``script`` in a fresh interpreter on ``core``; return the JSON it prints last."""
+    """Run ``script`` in a fresh interpreter, which checks it runs on ``core``; return the JSON it prints last.
+
+    The interpreter inherits this process's ``FLOWPY_NO_EXTENSIONS``, which the ``core`` fixture sets.
+    """
     root = Path(__file__).resolve().parent.parent
     full_env = {**os.environ, "PYTHONPATH": str(root), **(env or {})}
-    full_env.pop("FLOWPY_NO_EXTENSIONS", None)
-    if core == "python":
-        full_env["FLOWPY_NO_EXTENSIONS"] = "1"
     out = subprocess.run(
         [sys.executable, "-c", SCRIPT_PRELUDE + textwrap.dedent(script), core, *args],
         cwd=root,
@@ -226,11 +211,12 @@ def run_script(script: str, core: str, *args: str, env: dict[str, str] | None = 
 SCRIPT_PRELUDE = textwrap.dedent(
     """
     import json, os, select, signal, sys, threading, time
+    import flowpy
     from flowpy import _exit, _pool
     from flowpy.executors import DEFAULT, DaemonThreadPool, default_executor
-    from flowpy.submission import SubmissionPublisher, core_name
+    from flowpy.submission import SubmissionPublisher
 
-    assert core_name() == sys.argv[1], (core_name(), sys.argv[1])
+    assert flowpy.implementation == sys.argv[1], (flowpy.implementation, sys.argv[1])
 
     class Collect:
         def __init__(self):
@@ -324,9 +310,8 @@ print(json.dumps(results))
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="os.fork() is POSIX only")
 @pytest.mark.timeout(120)
-@pytest.mark.parametrize("core", core_names())
-def test_a_child_forked_while_a_parent_thread_holds_flowpys_locks_publishes_at_once(core: str) -> None:
-    result = run_script(HELD_AT_FORK_SCRIPT, core)
+def test_a_child_forked_while_a_parent_thread_holds_flowpys_locks_publishes_at_once(core: Core) -> None:
+    result = run_script(HELD_AT_FORK_SCRIPT, core.name)
     assert result != "hung", "the child deadlocked on a lock held by a parent thread at the fork"
     done = [1, 2, 3, "complete"]
     assert {key: value for key, value in result.items() if key != "seconds"} == {
@@ -393,10 +378,9 @@ print(json.dumps({"exit_code": os.waitstatus_to_exitcode(status), "seconds": ela
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="os.fork() is POSIX only")
 @pytest.mark.timeout(120)
-@pytest.mark.parametrize("core", core_names())
-def test_a_child_exits_at_once_and_silently_about_the_parents_undelivered_items(core: str, tmp_path: Path) -> None:
+def test_a_child_exits_at_once_and_silently_about_the_parents_undelivered_items(core: Core, tmp_path: Path) -> None:
     err, result = tmp_path / "child-stderr", tmp_path / "child-result"
-    outcome = run_script(EXIT_SCRIPT, core, str(err), str(result), env={"FLOWPY_EXIT_TIMEOUT": "30"})
+    outcome = run_script(EXIT_SCRIPT, core.name, str(err), str(result), env={"FLOWPY_EXIT_TIMEOUT": "30"})
     assert outcome["exit_code"] == 0, f"the child was killed by signal {-outcome['exit_code']}"
     assert outcome["seconds"] < 10  # FLOWPY_EXIT_TIMEOUT is 30
     assert json.loads(result.read_text()) == [1, 2, 3, "complete"]
@@ -428,9 +412,8 @@ print(json.dumps({"result": result, "exit_code": process.exitcode}))
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="os.fork() is POSIX only")
 @pytest.mark.timeout(120)
-@pytest.mark.parametrize("core", core_names())
-def test_a_multiprocessing_fork_child_publishes_at_once_while_a_parent_thread_is_inside_subscribe(core: str) -> None:
-    outcome = run_script(MULTIPROCESSING_SCRIPT, core)
+def test_a_multiprocessing_fork_child_publishes_at_once_while_a_parent_thread_is_inside_subscribe(core: Core) -> None:
+    outcome = run_script(MULTIPROCESSING_SCRIPT, core.name)
     assert outcome == {"result": [1, 2, 3, "complete"], "exit_code": 0}
 
 
@@ -476,5 +459,5 @@ print(json.dumps(results))
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="os.fork() is POSIX only")
 @pytest.mark.timeout(120)
 def test_a_child_forked_while_a_parent_thread_holds_every_process_wide_lock_uses_timers_and_asyncio() -> None:
-    result = run_script(EVERY_LOCK_SCRIPT, "c" if _impl.CBufferedSubscription is not None else "python")
+    result = run_script(EVERY_LOCK_SCRIPT, flowpy.implementation)  # the core this process chose, as inherited
     assert result == {"publish": [1, 2, 3, "complete"], "timer": True, "asyncio": [1, 2, 3, "complete"]}

@@ -1,6 +1,7 @@
 """Reference leaks in the core: memory and object counts stay flat under load.
 
-Runs against both implementations (tests/core_impl.py). A reference the core
+Every test runs once per core (the ``core`` fixture, tests/core_impl.py),
+on publishers built from ``core.SubmissionPublisher``. A reference the core
 keeps by mistake (a missing ``Py_DECREF`` in C, a list that only grows in
 Python) keeps each item or subscriber alive, so the footprint would grow with
 the workload; here it must not. The workloads are in benchmarks/_leaks.py;
@@ -16,6 +17,7 @@ import pytest
 
 from benchmarks._leaks import Footprint, error_cycles, footprint, never_requesting, stream, subscribe_cancel
 from flowpy.executors import DaemonThreadPool
+from tests.core_impl import Core
 
 
 @pytest.fixture
@@ -33,32 +35,32 @@ def assert_flat(growth: Footprint, workload: int) -> None:
 
 
 @pytest.mark.timeout(300)
-def test_a_million_items_leave_no_trace(pool: DaemonThreadPool) -> None:
-    stream(100_000, pool)
+def test_a_million_items_leave_no_trace(core: Core, pool: DaemonThreadPool) -> None:
+    stream(core.SubmissionPublisher, 100_000, pool)
     before = footprint()
-    assert stream(1_000_000, pool) == 1_000_000
+    assert stream(core.SubmissionPublisher, 1_000_000, pool) == 1_000_000
     assert_flat(footprint().growth_since(before), 1_000_000)
 
 
 @pytest.mark.timeout(300)
-def test_twenty_thousand_subscribe_cancel_cycles_leave_no_trace() -> None:
-    subscribe_cancel(2_000)
+def test_twenty_thousand_subscribe_cancel_cycles_leave_no_trace(core: Core) -> None:
+    subscribe_cancel(core.SubmissionPublisher, 2_000)
     before = footprint()
-    assert subscribe_cancel(20_000) == 20_000  # every subscriber was freed
+    assert subscribe_cancel(core.SubmissionPublisher, 20_000) == 20_000  # every subscriber was freed
     assert_flat(footprint().growth_since(before), 20_000)
 
 
 @pytest.mark.timeout(300)
-def test_a_million_offers_to_a_subscriber_that_never_requests_stay_bounded() -> None:
-    never_requesting(10_000)
+def test_a_million_offers_to_a_subscriber_that_never_requests_stay_bounded(core: Core) -> None:
+    never_requesting(core.SubmissionPublisher, 10_000)
     before = footprint()
-    assert never_requesting(1_000_000) == 1_000_000 - 256
+    assert never_requesting(core.SubmissionPublisher, 1_000_000) == 1_000_000 - 256
     assert_flat(footprint().growth_since(before), 1_000_000)
 
 
 @pytest.mark.timeout(300)
-def test_error_paths_leave_no_trace() -> None:
-    error_cycles(500)
+def test_error_paths_leave_no_trace(core: Core) -> None:
+    error_cycles(core.SubmissionPublisher, 500)
     before = footprint()
-    assert error_cycles(5_000) == 10_000
+    assert error_cycles(core.SubmissionPublisher, 5_000) == 10_000
     assert_flat(footprint().growth_since(before), 5_000)

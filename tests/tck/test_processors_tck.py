@@ -1,4 +1,11 @@
-"""flowpy.processors under IdentityProcessorVerification and PublisherVerification."""
+"""flowpy.processors under IdentityProcessorVerification and PublisherVerification.
+
+Each runs once. MulticastProcessor is the same code whichever core runs.
+TransformProcessor is a SubmissionPublisher on the core this process chose
+(``flowpy.implementation``): run this module with ``FLOWPY_NO_EXTENSIONS=1``
+to verify it on the pure-Python core. SubmissionPublisher itself is verified
+on both cores in every run, by tests/tck/test_submission_publisher_tck.py.
+"""
 
 from __future__ import annotations
 
