@@ -841,7 +841,7 @@ class _PySubmissionPublisher(_SubmissionPublisherBase[T]):
             subscription.resume()
 
 
-TWINS: Final[dict[str, type[_SubmissionPublisherBase[Any]]]] = {"python": _PySubmissionPublisher}
+TWINS: Final[dict[str, type[_PySubmissionPublisher[Any]]]] = {"python": _PySubmissionPublisher}
 """The SubmissionPublisher class of each core available here, by core name (``"python"``, ``"c"``)."""
 
 if TYPE_CHECKING:
