@@ -144,12 +144,13 @@ typedef struct {
 #define CTL_COMPLETE 0x008u /* on_complete is due once the buffer is empty */
 #define CTL_STOP 0x010u     /* on_error or a silent cancel is due; buffered items are dropped */
 #define CTL_CLOSED 0x020u   /* terminal; set before the terminal signal is delivered */
-#define CTL_OPENED 0x040u   /* on_subscribe was delivered; set by the holder of the task only */
+#define CTL_OPENED 0x040u   /* on_subscribe was delivered; set by the holder of the task, before the call */
 #define CTL_ALERT 0x080u    /* look at STOP and WAITING before delivering the next item; set by any
-                               thread with STOP or WAITING, cleared by the consumer in the section
-                               that pops an item, so it is never lost (see on_alert_locked) */
-#define CTL_WAITING 0x100u  /* a producer waits for space: set with ALERT by wait_for_space, cleared
-                               by the producer (stop_waiting) or by the consumer that wakes it */
+                               thread in the section that sets STOP or WAITING, cleared only in the
+                               consumer's section that looks at both (on_alert_locked) */
+#define CTL_WAITING 0x100u  /* a producer waits for space; written under the publisher's lock: set with
+                               ALERT by wait_for_space, cleared by stop_waiting or by the consumer
+                               that wakes the producer (signal_waiter) */
 
     /* --- Consumer task only; read by producers on the slow path --- */
     /* Handed from one holder of the task to the next by the sections that
