@@ -368,11 +368,11 @@ claim_pending(BufObject *self)
 }
 
 /* WAITING, read in a section of its own. */
-static inline int
+static inline char
 load_waiting(BufObject *self)
 {
     SECTION_BEGIN(self);
-    int waiting = ctl_has(self, CTL_WAITING);
+    char waiting = (char)ctl_has(self, CTL_WAITING);
     SECTION_END(self);
     return waiting;
 }
