@@ -27,6 +27,17 @@
  *   - Every field of BufObject but the immutable ones (handler, space,
  *     context) and `consumer` (below) is read and written only
  *     inside a section.
+ *   - The flags are the bits of one word, `ctl`, as in the JDK's
+ *     BufferedSubscription, with the reference's names (CTL_BITS). A bit is
+ *     changed by a read-modify-write of the whole word, so every access, even
+ *     to OPENED, which only the holder of the task changes, is in a section
+ *     (ctl_has, ctl_set, ctl_clear). No flag is racy: each store-then-load
+ *     pair of the reference is one section on each side (offer_item appends
+ *     and loads RUNNING, exit_handshake clears it and loads the buffer;
+ *     wait_for_space sets WAITING and ALERT and looks for space, the
+ *     consumer pops and looks at ALERT; signal_error sets STOP and ALERT,
+ *     the consumer clears ALERT where it loads STOP), so mutual exclusion
+ *     orders them and no atomics are needed.
  *   - No Python code runs inside a section, and no reference is released in
  *     one: a __del__ could call back into this object, and the mutex is not
  *     re-entrant. References given up inside a section (the executor on
@@ -108,7 +119,7 @@ typedef struct {
     PyObject *space;    /* the publisher's threading.Condition for producers waiting for space */
     /* The subscriber's copy of the context current at subscribe() (flowpy/_context.py),
        or NULL: every signal and the handler run in it. Entered only by the thread
-       holding the consumer task, and exited in the section that clears `running`. */
+       holding the consumer task, and exited in the section that clears RUNNING. */
     PyObject *context;
     PyObject *weakreflist;
 
@@ -123,21 +134,27 @@ typedef struct {
     long long demand;        /* outstanding request(n) total; MAX_DEMAND = unbounded */
     PyObject *pending_error; /* the error for a due on_error, or NULL */
     PyObject *execute;       /* hands a task to the executor; NULL once closed */
-    char running;            /* a consumer task is pending or running; 1 forever once closed */
-    char pending;            /* a task was handed to the executor and no thread has claimed it */
-    char queued;             /* a task handed to the executor has not started yet (see the reference) */
-    char complete;           /* on_complete is due once the buffer is empty */
-    char stop;               /* on_error or a silent cancel is due; buffered items are dropped */
-    char closed;             /* terminal; set before the terminal signal is delivered */
-
-    /* --- Racy flags: set by any thread, cleared by the consumer --- */
-    char alert;   /* look at stop and waiting before delivering the next item */
-    char waiting; /* a producer waits for space (written under the publisher's lock) */
+    /* Every flag in one word, as the JDK's BufferedSubscription keeps its
+       `ctl`: read and written only in sections, through ctl_has, ctl_set and
+       ctl_clear (below). The bits and their names are the reference's. */
+    unsigned int ctl;
+#define CTL_RUNNING 0x001u  /* a consumer task is pending or running; set forever once closed */
+#define CTL_PENDING 0x002u  /* a task was handed to the executor and no thread has claimed it */
+#define CTL_QUEUED 0x004u   /* a task handed to the executor has not started yet (see the reference) */
+#define CTL_COMPLETE 0x008u /* on_complete is due once the buffer is empty */
+#define CTL_STOP 0x010u     /* on_error or a silent cancel is due; buffered items are dropped */
+#define CTL_CLOSED 0x020u   /* terminal; set before the terminal signal is delivered */
+#define CTL_OPENED 0x040u   /* on_subscribe was delivered; set by the holder of the task, before the call */
+#define CTL_ALERT 0x080u    /* look at STOP and WAITING before delivering the next item; set by any
+                               thread in the section that sets STOP or WAITING, cleared only in the
+                               consumer's section that looks at both (on_alert_locked) */
+#define CTL_WAITING 0x100u  /* a producer waits for space; written under the publisher's lock: set with
+                               ALERT by wait_for_space, cleared by stop_waiting or by the consumer
+                               that wakes the producer (signal_waiter) */
 
     /* --- Consumer task only; read by producers on the slow path --- */
     /* Handed from one holder of the task to the next by the sections that
        give the task up and claim it, so only `consumer` is read by others. */
-    char opened;            /* on_subscribe was delivered */
     unsigned long consumer; /* ident of the thread inside consume(), 0 if none; ATOMIC_LOAD/ATOMIC_STORE */
     long long delivered;    /* on_next calls that returned; added once per batch, with the demand it used up */
 
@@ -149,6 +166,27 @@ static inline module_state *
 state_of(BufObject *self)
 {
     return (module_state *)PyType_GetModuleState(Py_TYPE(self));
+}
+
+/* --- The flags, in the caller's section ------------------------------------ */
+
+/* Whether any of `bits` is set. */
+static inline int
+ctl_has(BufObject *self, unsigned int bits)
+{
+    return (self->ctl & bits) != 0;
+}
+
+static inline void
+ctl_set(BufObject *self, unsigned int bits)
+{
+    self->ctl |= bits;
+}
+
+static inline void
+ctl_clear(BufObject *self, unsigned int bits)
+{
+    self->ctl &= ~bits;
 }
 
 /* --- Exceptions: the same on 3.10 to 3.13 -------------------------------- */
@@ -301,11 +339,8 @@ static PyObject *
 close_section(BufObject *self)
 {
     PyObject *execute = self->execute;
-    self->closed = 1;
-    self->running = 1;
+    ctl_set(self, CTL_CLOSED | CTL_RUNNING | CTL_STOP | CTL_ALERT);
     self->capacity = 0;
-    self->stop = 1;
-    self->alert = 1;
     self->execute = NULL;
     return execute;
 }
@@ -315,10 +350,10 @@ close_section(BufObject *self)
 static inline int
 claim_pending_locked(BufObject *self)
 {
-    if (!self->pending) {
+    if (!ctl_has(self, CTL_PENDING)) {
         return 0;
     }
-    self->pending = 0;
+    ctl_clear(self, CTL_PENDING);
     return 1;
 }
 
@@ -332,22 +367,22 @@ claim_pending(BufObject *self)
     return claimed;
 }
 
-/* `waiting`, read in a section of its own. */
+/* WAITING, read in a section of its own. */
 static inline char
 load_waiting(BufObject *self)
 {
     SECTION_BEGIN(self);
-    char waiting = self->waiting;
+    char waiting = (char)ctl_has(self, CTL_WAITING);
     SECTION_END(self);
     return waiting;
 }
 
-/* waiting = 0, in a section of its own. */
+/* Clear WAITING, in a section of its own. */
 static inline void
 clear_waiting(BufObject *self)
 {
     SECTION_BEGIN(self);
-    self->waiting = 0;
+    ctl_clear(self, CTL_WAITING);
     SECTION_END(self);
 }
 
@@ -355,7 +390,7 @@ clear_waiting(BufObject *self)
 
 static int consume(BufObject *self);
 
-/* with space: space.notify_all(); waiting = False */
+/* with space: space.notify_all(); clear WAITING */
 static int
 signal_waiter(BufObject *self)
 {
@@ -368,7 +403,7 @@ signal_waiter(BufObject *self)
     }
     Py_DECREF(r);
     /* Notify first: if it fails (an interrupt in notify_all, which is Python
-       code), `waiting` stays set and the next signal notifies again. */
+       code), WAITING stays set and the next signal notifies again. */
     r = PyObject_CallMethodNoArgs(space, st->str_notify_all);
     PyObject *earlier = NULL;
     if (r == NULL) {
@@ -471,7 +506,7 @@ static int
 close_on_error(BufObject *self, PyObject *error, int report)
 {
     SECTION_BEGIN(self);
-    if (self->closed) {
+    if (ctl_has(self, CTL_CLOSED)) {
         SECTION_END(self);
         return 0;
     }
@@ -549,18 +584,19 @@ on_next_failed(BufObject *self, PyObject *subscriber, PyObject *exc)
     return close_on_error(self, exc, 0);
 }
 
-/* A stop or a waiting producer, in the section that popped the item: returns
-   1 to stop delivering, 2 to wake the waiting producer (signal_waiter, after
-   the section) and go on, 0 to go on. */
+/* ALERT was set: a stop or a waiting producer, in the section that popped
+   the item. Returns 1 to stop delivering (ALERT stays set), 2 to wake the
+   waiting producer (signal_waiter, after the section) and go on, 0 to go on.
+   ALERT is cleared in the same section that looks at STOP and WAITING, and
+   every writer sets it with them in one section, so none is missed. */
 static inline int
 on_alert_locked(BufObject *self)
 {
-    self->alert = 0;
-    if (self->stop) {
-        self->alert = 1;
+    if (ctl_has(self, CTL_STOP)) {
         return 1;
     }
-    return self->waiting ? 2 : 0;
+    ctl_clear(self, CTL_ALERT);
+    return ctl_has(self, CTL_WAITING) ? 2 : 0;
 }
 
 /* The reference's _hand_over section, in the caller's: the executor to hand
@@ -570,20 +606,19 @@ on_alert_locked(BufObject *self)
 static inline PyObject *
 take_hand_over(BufObject *self)
 {
-    if (self->execute == NULL || !self->pending || self->queued) {
+    if (self->execute == NULL || (self->ctl & (CTL_PENDING | CTL_QUEUED)) != CTL_PENDING) {
         return NULL;
     }
-    self->queued = 1;
+    ctl_set(self, CTL_QUEUED);
     return Py_NewRef(self->execute);
 }
 
-/* Set running and pending, in the caller's section, and return what
+/* Set RUNNING and PENDING, in the caller's section, and return what
    take_hand_over returns. */
 static inline PyObject *
 mark_started(BufObject *self)
 {
-    self->running = 1;
-    self->pending = 1;
+    ctl_set(self, CTL_RUNNING | CTL_PENDING);
     return take_hand_over(self);
 }
 
@@ -639,10 +674,10 @@ refuse(BufObject *self, PyObject *error)
         return 0;
     }
     PyObject *old = NULL;
-    if (!self->stop) {
+    if (!ctl_has(self, CTL_STOP)) {
         old = self->pending_error;
         self->pending_error = Py_NewRef(error);
-        self->stop = 1;
+        ctl_set(self, CTL_STOP);
     }
     SECTION_END(self);
     Py_XDECREF(old);
@@ -664,7 +699,7 @@ start_signal(BufObject *self, PyObject *execute)
     }
     PyObject *exc = take_exception();
     SECTION_BEGIN(self);
-    self->queued = 0;
+    ctl_clear(self, CTL_QUEUED);
     SECTION_END(self);
     PyObject *error = exc;
     PyObject *again = NULL;
@@ -677,7 +712,7 @@ start_signal(BufObject *self, PyObject *execute)
             return -1;
         }
         SECTION_BEGIN(self);
-        self->queued = 0;
+        ctl_clear(self, CTL_QUEUED);
         SECTION_END(self);
         again = error = take_exception();
     }
@@ -702,8 +737,15 @@ start_signal(BufObject *self, PyObject *execute)
 static int
 deliver(BufObject *self)
 {
+    /* OPENED is set in the section that finds the subscriber, before
+       on_subscribe is called: only the holder of the task sets it, but in a
+       section, as the other bits of `ctl` change under other threads. */
     SECTION_BEGIN(self);
     PyObject *subscriber = Py_XNewRef(self->subscriber);
+    int opening = subscriber != NULL && !ctl_has(self, CTL_OPENED);
+    if (opening) {
+        ctl_set(self, CTL_OPENED);
+    }
     SECTION_END(self);
     if (subscriber == NULL) {
         return 0;
@@ -712,8 +754,7 @@ deliver(BufObject *self)
     PyObject *on_next = NULL;
     PyObject *exc = NULL;
     int result = -1;
-    if (!self->opened) {
-        self->opened = 1;
+    if (opening) {
         PyObject *r = PyObject_CallMethodOneArg(subscriber, st->str_on_subscribe, (PyObject *)self);
         if (r == NULL) {
             exc = take_exception();
@@ -734,7 +775,7 @@ deliver(BufObject *self)
         /* One section decides what is due; closing, which only the holder of
            the task does, is done in sections of its own. */
         SECTION_BEGIN(self);
-        if (self->stop) {
+        if (ctl_has(self, CTL_STOP)) {
             SECTION_END(self);
             result = close_on_error(self, NULL, 0);
             goto done;
@@ -757,14 +798,14 @@ deliver(BufObject *self)
                 }
             }
             for (; i < n; i++) {
-                /* The reference's popleft() and look at the alert, in one section. */
+                /* The reference's popleft() and look at ALERT, in one section. */
                 SECTION_BEGIN(self);
                 if (!self->count) {
                     SECTION_END(self);
                     break;
                 }
                 PyObject *item = ring_pop(self);
-                int alerted = self->alert ? on_alert_locked(self) : 0;
+                int alerted = ctl_has(self, CTL_ALERT) ? on_alert_locked(self) : 0;
                 SECTION_END(self);
                 if (alerted) {
                     if (alerted == 1) {
@@ -802,7 +843,7 @@ deliver(BufObject *self)
             SECTION_END(self);
             continue;
         }
-        if (self->complete && !n) { /* not stop: the same section looked */
+        if (ctl_has(self, CTL_COMPLETE) && !n) { /* not STOP: the same section looked */
             PyObject *execute = close_section(self);
             SECTION_END(self);
             Py_XDECREF(execute);
@@ -846,22 +887,22 @@ done:
     return result;
 }
 
-/* Exit handshake, one section: clear "running" (and `consumer`) unless
+/* Exit handshake, one section: clear RUNNING (and `consumer`) unless
    there is work. Returns whether the task may end; then this thread no
    longer holds it, and must not touch its consumer-only fields. The
-   reference clears "running" and then looks again, because a producer may
+   reference clears RUNNING and then looks again, because a producer may
    append between its two steps; here no other thread is inside a section
-   meanwhile (offer_item appends and looks at "running" in one), so the one
+   meanwhile (offer_item appends and looks at RUNNING in one), so the one
    look is final. */
 static inline int
 exit_handshake(BufObject *self)
 {
     SECTION_BEGIN(self);
-    if (self->stop || (self->count && self->demand) || (self->complete && !self->count)) {
+    if (ctl_has(self, CTL_STOP) || (self->count && self->demand) || (ctl_has(self, CTL_COMPLETE) && !self->count)) {
         SECTION_END(self);
         return 0; /* changed since the delivery pass looked: deliver again */
     }
-    self->running = 0;
+    ctl_clear(self, CTL_RUNNING);
     ATOMIC_STORE(self->consumer, 0);
     SECTION_END(self);
     return 1;
@@ -870,7 +911,7 @@ exit_handshake(BufObject *self)
 /* Deliver until there is nothing to do, in the subscriber's context if it
    has one: entered once per pass (a pass delivers whole batches), and
    exited in the same section as the exit handshake, so the next task,
-   on any thread, can enter it as soon as "running" is clear. */
+   on any thread, can enter it as soon as RUNNING is clear. */
 static int
 consume(BufObject *self)
 {
@@ -907,7 +948,7 @@ consume(BufObject *self)
             return 0;
         }
     }
-    /* Closed, or failed: the task is still this thread's (running stays set). */
+    /* Closed, or failed: the task is still this thread's (RUNNING stays set). */
     ATOMIC_STORE(self->consumer, 0);
     Py_XDECREF(context);
     return result;
@@ -920,7 +961,7 @@ buf_run(PyObject *op, PyObject *Py_UNUSED(unused))
 {
     BufObject *self = (BufObject *)op;
     SECTION_BEGIN(self);
-    self->queued = 0;
+    ctl_clear(self, CTL_QUEUED);
     int claimed = claim_pending_locked(self);
     SECTION_END(self);
     if (claimed && consume(self) < 0) {
@@ -935,7 +976,7 @@ buf_resume(PyObject *op, PyObject *Py_UNUSED(unused))
 {
     BufObject *self = (BufObject *)op;
     SECTION_BEGIN(self);
-    int start = self->count && !self->running && self->demand;
+    int start = self->count && !ctl_has(self, CTL_RUNNING) && self->demand;
     PyObject *execute = start ? mark_started(self) : NULL;
     SECTION_END(self);
     if (start && start_signal(self, execute) < 0) {
@@ -967,7 +1008,7 @@ buf_request(PyObject *op, PyObject *n)
         }
         if (overflow > 0 || value > 0) {
             SECTION_BEGIN(self);
-            if (self->closed) {
+            if (ctl_has(self, CTL_CLOSED)) {
                 SECTION_END(self);
                 Py_RETURN_NONE;
             }
@@ -977,7 +1018,7 @@ buf_request(PyObject *op, PyObject *n)
             else {
                 self->demand += value;
             }
-            if (self->running) {
+            if (ctl_has(self, CTL_RUNNING)) {
                 SECTION_END(self);
                 Py_RETURN_NONE;
             }
@@ -1021,7 +1062,7 @@ buf_signal_error(PyObject *op, PyObject *error)
 {
     BufObject *self = (BufObject *)op;
     SECTION_BEGIN(self);
-    if (self->closed) {
+    if (ctl_has(self, CTL_CLOSED)) {
         SECTION_END(self);
         Py_RETURN_NONE;
     }
@@ -1030,10 +1071,9 @@ buf_signal_error(PyObject *op, PyObject *error)
         old = self->pending_error;
         self->pending_error = Py_NewRef(error);
     }
-    self->stop = 1;
-    self->alert = 1;
+    ctl_set(self, CTL_STOP | CTL_ALERT);
     PyObject *execute = NULL;
-    int start = !self->running;
+    int start = !ctl_has(self, CTL_RUNNING);
     if (start) {
         execute = mark_started(self);
     }
@@ -1099,12 +1139,12 @@ buf_signal_complete(PyObject *op, PyObject *Py_UNUSED(unused))
 {
     BufObject *self = (BufObject *)op;
     SECTION_BEGIN(self);
-    if (self->closed || self->complete) {
+    if (ctl_has(self, CTL_CLOSED | CTL_COMPLETE)) {
         SECTION_END(self);
         Py_RETURN_NONE;
     }
-    self->complete = 1;
-    if (self->running) {
+    ctl_set(self, CTL_COMPLETE);
+    if (ctl_has(self, CTL_RUNNING)) {
         SECTION_END(self);
         Py_RETURN_NONE;
     }
@@ -1122,11 +1162,11 @@ buf_signal_complete(PyObject *op, PyObject *Py_UNUSED(unused))
 static Py_ssize_t
 offer_item(BufObject *self, PyObject *item)
 {
-    /* One section appends and looks at "running": see exit_handshake. */
+    /* One section appends and looks at RUNNING: see exit_handshake. */
     SECTION_BEGIN(self);
     Py_ssize_t n = self->count;
     if (n >= self->capacity) {
-        int closed = self->closed;
+        int closed = ctl_has(self, CTL_CLOSED);
         SECTION_END(self);
         return closed ? -1 : 0;
     }
@@ -1137,7 +1177,7 @@ offer_item(BufObject *self, PyObject *item)
     }
     self->ring[(self->head + n) & (self->size - 1)] = Py_NewRef(item);
     self->count = n + 1;
-    int start = !self->running && self->demand;
+    int start = !ctl_has(self, CTL_RUNNING) && self->demand;
     PyObject *execute = start ? mark_started(self) : NULL;
     SECTION_END(self);
     if (start && start_signal(self, execute) < 0) {
@@ -1149,11 +1189,12 @@ offer_item(BufObject *self, PyObject *item)
 #ifndef Py_GIL_DISABLED
 /* Whether offer_item would buffer `item` without calling any Python code:
    there is room and no consumer task is due to start. For the lock-free
-   fast path of submit, which exists only with the GIL. */
+   fast path of submit, which exists only with the GIL, and is one section
+   (of every subscription it reads) as a section is with the GIL. */
 static inline int
 offer_is_plain(BufObject *self)
 {
-    return self->count < self->capacity && (self->running || !self->demand);
+    return self->count < self->capacity && (ctl_has(self, CTL_RUNNING) || !self->demand);
 }
 #endif
 
@@ -1175,7 +1216,7 @@ extend_items(BufObject *self, PyObject *items, Py_ssize_t start, Py_ssize_t stop
     SECTION_BEGIN(self);
     Py_ssize_t n = self->count;
     if (k > self->capacity - n) {
-        int closed = self->closed;
+        int closed = ctl_has(self, CTL_CLOSED);
         SECTION_END(self);
         return closed ? -1 : 0;
     }
@@ -1189,7 +1230,7 @@ extend_items(BufObject *self, PyObject *items, Py_ssize_t start, Py_ssize_t stop
         self->ring[(self->head + n + i) & mask] = Py_NewRef(PyList_GET_ITEM(items, start + i));
     }
     self->count = n + k;
-    int started = !self->running && self->demand;
+    int started = !ctl_has(self, CTL_RUNNING) && self->demand;
     PyObject *execute = started ? mark_started(self) : NULL;
     SECTION_END(self);
     if (started && start_signal(self, execute) < 0) {
@@ -1230,7 +1271,7 @@ buf_free_slots(PyObject *op, PyObject *Py_UNUSED(unused))
 static inline int
 has_space_locked(BufObject *self)
 {
-    return self->count < self->capacity || self->closed;
+    return self->count < self->capacity || ctl_has(self, CTL_CLOSED);
 }
 
 /* has_space_locked in a section of its own. */
@@ -1266,13 +1307,12 @@ buf_wait_for_space(PyObject *op, PyObject *timeout)
         Py_RETURN_TRUE;
     }
     /* One section sets the flags and looks, as the consumer pops and looks
-       at the alert in one (see deliver). */
+       at ALERT in one (see deliver). */
     SECTION_BEGIN(self);
-    self->waiting = 1;
-    self->alert = 1;
-    int ready = has_space_locked(self) || self->pending;
+    ctl_set(self, CTL_WAITING | CTL_ALERT);
+    int ready = has_space_locked(self) || ctl_has(self, CTL_PENDING);
     if (ready) {
-        self->waiting = 0;
+        ctl_clear(self, CTL_WAITING);
     }
     SECTION_END(self);
     if (ready) {
@@ -1335,7 +1375,7 @@ buf_has_task(PyObject *op, PyObject *Py_UNUSED(unused))
 {
     BufObject *self = (BufObject *)op;
     SECTION_BEGIN(self);
-    int task = self->running && !self->closed;
+    int task = (self->ctl & (CTL_RUNNING | CTL_CLOSED)) == CTL_RUNNING;
     SECTION_END(self);
     return PyBool_FromLong(task);
 }
@@ -1354,9 +1394,20 @@ buf_get_is_closed(PyObject *op, void *Py_UNUSED(closure))
 {
     BufObject *self = (BufObject *)op;
     SECTION_BEGIN(self);
-    int closed = self->closed;
+    int closed = ctl_has(self, CTL_CLOSED);
     SECTION_END(self);
     return PyBool_FromLong(closed);
+}
+
+/* `ctl`, read in a section: for tests, which compare it with the reference's. */
+static PyObject *
+buf_get_ctl(PyObject *op, void *Py_UNUSED(closure))
+{
+    BufObject *self = (BufObject *)op;
+    SECTION_BEGIN(self);
+    unsigned int ctl = self->ctl;
+    SECTION_END(self);
+    return PyLong_FromUnsignedLong(ctl);
 }
 
 static PyObject *
@@ -1398,7 +1449,7 @@ buf_repr(PyObject *op)
     BufObject *self = (BufObject *)op;
     SECTION_BEGIN(self);
     PyObject *subscriber = Py_NewRef(self->subscriber != NULL ? self->subscriber : Py_None);
-    int closed = self->closed;
+    int closed = ctl_has(self, CTL_CLOSED);
     long long demand = self->demand;
     Py_ssize_t count = self->count;
     SECTION_END(self);
@@ -1545,6 +1596,8 @@ static PyGetSetDef buf_getset[] = {
      PyDoc_STR("Whether a terminal signal was delivered or the subscription was cancelled."), NULL},
     {"subscriber", buf_get_subscriber, NULL,
      PyDoc_STR("The subscriber; None once the subscription closed (rule 3.13)."), NULL},
+    {"_ctl", buf_get_ctl, NULL,
+     PyDoc_STR("The state flags: an int of the bits in CTL_BITS (a racy reading, for tests)."), NULL},
 #ifdef Py_GIL_DISABLED
     {"delivered", buf_get_delivered, NULL,
      PyDoc_STR("on_next calls that returned normally, counted once per drained batch."), NULL},
@@ -1598,6 +1651,39 @@ static PyType_Spec buf_spec = {
     ,
     .slots = buf_slots,
 };
+
+/* The bits of `ctl` by the reference's names: the module's int constants
+   RUNNING, PENDING, ... and its dict CTL_BITS (name -> bit). */
+static const struct {
+    const char *name;
+    unsigned int bit;
+} ctl_bits[] = {
+    {"RUNNING", CTL_RUNNING}, {"PENDING", CTL_PENDING}, {"QUEUED", CTL_QUEUED},
+    {"COMPLETE", CTL_COMPLETE}, {"STOP", CTL_STOP}, {"CLOSED", CTL_CLOSED},
+    {"OPENED", CTL_OPENED}, {"ALERT", CTL_ALERT}, {"WAITING", CTL_WAITING},
+};
+
+static int
+add_ctl_bits(PyObject *module)
+{
+    PyObject *bits = PyDict_New();
+    if (bits == NULL) {
+        return -1;
+    }
+    for (size_t i = 0; i < sizeof ctl_bits / sizeof ctl_bits[0]; i++) {
+        PyObject *bit = PyLong_FromUnsignedLong(ctl_bits[i].bit);
+        if (bit == NULL || PyDict_SetItemString(bits, ctl_bits[i].name, bit) < 0
+            || PyModule_AddObjectRef(module, ctl_bits[i].name, bit) < 0) {
+            Py_XDECREF(bit);
+            Py_DECREF(bits);
+            return -1;
+        }
+        Py_DECREF(bit);
+    }
+    int added = PyModule_AddObjectRef(module, "CTL_BITS", bits);
+    Py_DECREF(bits);
+    return added;
+}
 
 /* --- The producer lock ------------------------------------------------------------------- */
 
@@ -2566,7 +2652,7 @@ cbuffered_exec(PyObject *module)
     if (st->type == NULL) {
         return -1;
     }
-    if (PyModule_AddObjectRef(module, "BufferedSubscription", st->type) < 0) {
+    if (PyModule_AddObjectRef(module, "BufferedSubscription", st->type) < 0 || add_ctl_bits(module) < 0) {
         return -1;
     }
     PyObject *lock_type = PyType_FromModuleAndSpec(module, &lock_spec, NULL);

@@ -13,6 +13,18 @@ T = TypeVar("T")
 
 MAX_DEMAND: Final[int]
 
+# The bits of a subscription's state word (BufferedSubscription._ctl), as in flowpy._buffered.
+RUNNING: Final[int]
+PENDING: Final[int]
+QUEUED: Final[int]
+COMPLETE: Final[int]
+STOP: Final[int]
+CLOSED: Final[int]
+OPENED: Final[int]
+ALERT: Final[int]
+WAITING: Final[int]
+CTL_BITS: Final[dict[str, int]]
+
 class BufferedSubscription(Subscription, Generic[T]):
     """A bounded buffer of items for one subscriber, drained by one task at a time."""
 
@@ -24,6 +36,8 @@ class BufferedSubscription(Subscription, Generic[T]):
     def delivered(self) -> int: ...
     @property
     def dropped(self) -> int: ...
+    @property
+    def _ctl(self) -> int: ...
     def __init__(
         self,
         subscriber: Subscriber[T],

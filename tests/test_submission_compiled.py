@@ -5,12 +5,13 @@ the pure-Python reference is tested for both cores by the tests that ask for
 the ``core`` fixture (tests/core_impl.py). Here: the lock's own contract, and
 the paths where the compiled submit hands over to the reference's Python
 methods, on publishers built from the compiled core's SubmissionPublisher
-(the ``compiled`` fixture); and subscriptions of either core under the
-producer path of either.
+(the ``compiled`` fixture); subscriptions of either core under the
+producer path of either; and the compiled subscription's state word.
 """
 
 from __future__ import annotations
 
+import importlib
 import signal
 import sys
 import threading
@@ -20,6 +21,7 @@ from typing import Any
 import pytest
 
 from flowpy import _impl
+from flowpy.executors import direct_executor
 from flowpy.submission import SubmissionPublisher
 from tests.core_impl import CORES, not_built_reason
 from tests.support import ManualExecutor, Recorder
@@ -890,3 +892,145 @@ def test_a_failing_recovery_after_a_wait_that_lost_the_lock_is_raised_chained_to
     publisher.close()
     executor.run_all()
     assert stalled.items == [1, 3] and stalled.completed
+
+
+# --- The compiled subscription's state word --------------------------------------------------
+
+CTL_BITS = {
+    "RUNNING": 0x001,
+    "PENDING": 0x002,
+    "QUEUED": 0x004,
+    "COMPLETE": 0x008,
+    "STOP": 0x010,
+    "CLOSED": 0x020,
+    "OPENED": 0x040,
+    "ALERT": 0x080,
+    "WAITING": 0x100,
+}
+
+
+@pytest.fixture
+def cbuffered() -> Any:
+    return importlib.import_module("flowpy._cbuffered")
+
+
+def flags(subscription: Any) -> set[str]:
+    """The names of the bits set in ``subscription._ctl``; every bit has a name."""
+    ctl = subscription._ctl
+    named = {name for name, bit in CTL_BITS.items() if ctl & bit}
+    assert sum(CTL_BITS[name] for name in named) == ctl, f"unnamed bits in {ctl:#x}"
+    return named
+
+
+def compiled_subscription(
+    cbuffered: Any, execute: Any, capacity: int = 4, space: threading.Condition | None = None
+) -> tuple[Recorder, Any]:
+    subscriber = Recorder()
+    subscription = cbuffered.BufferedSubscription(
+        subscriber, execute, capacity, None, space if space is not None else threading.Condition()
+    )
+    return subscriber, subscription
+
+
+def test_the_state_bits_have_the_reference_names_and_values(cbuffered: Any) -> None:
+    assert cbuffered.CTL_BITS == CTL_BITS
+    for name, bit in CTL_BITS.items():
+        assert getattr(cbuffered, name) == bit
+
+
+def test_the_state_word_is_read_only(cbuffered: Any) -> None:
+    _, subscription = compiled_subscription(cbuffered, direct_executor.execute)
+    with pytest.raises(AttributeError):
+        subscription._ctl = cbuffered.CLOSED
+
+
+def test_the_state_word_through_a_task_life_on_a_manual_executor(cbuffered: Any) -> None:
+    executor = ManualExecutor()
+    subscriber, subscription = compiled_subscription(cbuffered, executor.execute)
+    assert subscription._ctl == 0
+    subscription.signal_subscribe()
+    assert flags(subscription) == {"RUNNING", "PENDING", "QUEUED"}
+    assert executor.run_all() == 1
+    assert flags(subscription) == {"OPENED"}
+    assert subscriber.signals == [("on_subscribe", None)]
+
+    subscription.request(2)
+    assert flags(subscription) == {"OPENED", "RUNNING", "PENDING", "QUEUED"}
+    assert subscription.claim_pending() is True  # as a blocked producer does
+    assert flags(subscription) == {"OPENED", "RUNNING", "QUEUED"}
+    subscription.consume()  # nothing buffered: the exit handshake lets the task go
+    assert flags(subscription) == {"OPENED", "QUEUED"}  # the handed-over task has yet to start
+    assert executor.run_all() == 1  # it starts, finds nothing pending, and ends
+    assert flags(subscription) == {"OPENED"}
+
+    assert subscription.offer("a") == 1
+    assert flags(subscription) == {"OPENED", "RUNNING", "PENDING", "QUEUED"}
+    subscription.signal_complete()  # a task is under way: no second one
+    assert flags(subscription) == {"OPENED", "RUNNING", "PENDING", "QUEUED", "COMPLETE"}
+    assert len(executor.tasks) == 1
+    assert executor.run_all() == 1
+    assert flags(subscription) == {"OPENED", "COMPLETE", "CLOSED", "RUNNING", "STOP", "ALERT"}
+    assert subscriber.items == ["a"] and subscriber.completed
+    assert subscription.is_closed and not subscription.has_task()
+
+
+def test_the_state_word_on_a_direct_executor_and_after_cancel(cbuffered: Any) -> None:
+    subscriber, subscription = compiled_subscription(cbuffered, direct_executor.execute)
+    subscription.signal_subscribe()
+    assert flags(subscription) == {"OPENED"}
+    subscription.request(1)
+    assert flags(subscription) == {"OPENED"}  # the task ran at once and let go
+    subscription.cancel()
+    closed = {"OPENED", "CLOSED", "STOP", "ALERT", "RUNNING"}
+    assert flags(subscription) == closed
+    subscription.request(1)
+    subscription.signal_complete()
+    subscription.cancel()
+    assert flags(subscription) == closed  # terminal: nothing changes it
+    assert subscription.offer("late") == -1
+    assert subscriber.signals == [("on_subscribe", None)]
+
+
+def test_a_cancel_before_the_first_task_runs_opens_then_closes(cbuffered: Any) -> None:
+    executor = ManualExecutor()
+    subscriber, subscription = compiled_subscription(cbuffered, executor.execute)
+    subscription.signal_subscribe()
+    subscription.cancel()  # the task is pending: no second one
+    assert flags(subscription) == {"RUNNING", "PENDING", "QUEUED", "STOP", "ALERT"}
+    assert executor.run_all() == 1
+    assert flags(subscription) == {"OPENED", "CLOSED", "STOP", "ALERT", "RUNNING"}
+    assert subscriber.signals == [("on_subscribe", None)]  # a cancel is silent
+
+
+def test_an_error_due_closes_with_the_error(cbuffered: Any) -> None:
+    executor = ManualExecutor()
+    subscriber, subscription = compiled_subscription(cbuffered, executor.execute)
+    subscription.signal_subscribe()
+    executor.run_all()
+    assert subscription.offer("dropped") == 1  # no demand: buffered
+    error = RuntimeError("due")
+    subscription.signal_error(error)
+    assert flags(subscription) == {"OPENED", "STOP", "ALERT", "RUNNING", "PENDING", "QUEUED"}
+    executor.run_all()
+    assert flags(subscription) == {"OPENED", "CLOSED", "STOP", "ALERT", "RUNNING"}
+    assert subscriber.items == [] and subscriber.error is error
+
+
+def test_a_waiting_producer_sets_waiting_and_alert_and_the_consumer_clears_them(cbuffered: Any) -> None:
+    space = threading.Condition()
+    subscriber, subscription = compiled_subscription(cbuffered, direct_executor.execute, capacity=1, space=space)
+    subscription.signal_subscribe()
+    assert subscription.offer(1) == 1 and subscription.offer(2) == 0  # full, no demand
+    with space:  # the publisher's lock, which the producer holds
+        assert subscription.wait_for_space(0) is False
+        assert flags(subscription) == {"OPENED", "WAITING", "ALERT"}
+        subscription.stop_waiting()
+        assert flags(subscription) == {"OPENED", "ALERT"}  # a hint: the consumer clears it
+        assert subscription.wait_for_space(0) is False
+        assert flags(subscription) == {"OPENED", "WAITING", "ALERT"}
+        subscription.request(1)  # pops the item, sees ALERT and WAITING, wakes the producer
+        assert flags(subscription) == {"OPENED"}
+        assert subscription.has_space()
+        assert subscription.wait_for_space(0) is True  # room: WAITING is not left set
+        assert flags(subscription) == {"OPENED", "ALERT"}
+    assert subscriber.items == [1]
