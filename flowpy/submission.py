@@ -803,6 +803,8 @@ def _first_none_python(items: list[T]) -> int:
 
 _REFERENCE_SUBMIT: Final = SubmissionPublisher.submit
 _REFERENCE_PUBLISH_CHUNK: Final = SubmissionPublisher._publish_chunk
+_REFERENCE_OFFER: Final = SubmissionPublisher.offer
+_REFERENCE_RECOVER: Final = SubmissionPublisher._recover
 _first_none: Callable[[list[Any]], int] = _first_none_python
 _core = "python"
 _new_producer_lock: Callable[[], threading.RLock] = threading.RLock
@@ -811,7 +813,7 @@ _new_producer_lock: Callable[[], threading.RLock] = threading.RLock
 def select_core(name: str) -> None:
     """Use the producer path of core ``name`` (``"c"`` or ``"python"``) from now on.
 
-    ``submit`` and ``_publish_chunk`` are switched for every publisher;
+    ``submit``, ``offer``, ``_publish_chunk`` and ``_recover`` are switched for every publisher;
     publishers built from now on get that core's producer lock. The subscriptions are chosen by
     ``BufferedSubscription`` here. Called once at import and by
     :func:`flowpy._impl.using`.
@@ -825,6 +827,8 @@ def select_core(name: str) -> None:
     ):
         setattr(SubmissionPublisher, "submit", _impl.CPublisherCore.__dict__["submit"])  # noqa: B010
         setattr(SubmissionPublisher, "_publish_chunk", _impl.CPublisherCore.__dict__["_publish_chunk"])  # noqa: B010
+        setattr(SubmissionPublisher, "offer", _impl.CPublisherCore.__dict__["offer"])  # noqa: B010
+        setattr(SubmissionPublisher, "_recover", _impl.CPublisherCore.__dict__["_recover"])  # noqa: B010
         _new_producer_lock = _impl.CProducerLock
         _first_none = _impl.c_first_none
         BufferedSubscription = cast(Any, _impl.CBufferedSubscription)  # the same interface as the reference
@@ -832,6 +836,8 @@ def select_core(name: str) -> None:
     else:
         setattr(SubmissionPublisher, "submit", _REFERENCE_SUBMIT)  # noqa: B010
         setattr(SubmissionPublisher, "_publish_chunk", _REFERENCE_PUBLISH_CHUNK)  # noqa: B010
+        setattr(SubmissionPublisher, "offer", _REFERENCE_OFFER)  # noqa: B010
+        setattr(SubmissionPublisher, "_recover", _REFERENCE_RECOVER)  # noqa: B010
         _new_producer_lock = threading.RLock
         _first_none = _first_none_python
         BufferedSubscription = _impl.PythonBufferedSubscription

@@ -8,6 +8,8 @@ compiled submit hands over to the reference's Python methods.
 
 from __future__ import annotations
 
+import copy
+import re
 import signal
 import sys
 import threading
@@ -18,8 +20,10 @@ from typing import Any
 import pytest
 
 from flowpy import _impl
+from flowpy.errors import ClosedPublisherError, ReentrantSubmitError
+from flowpy.executors import direct_executor
 from flowpy.submission import SubmissionPublisher, core_name
-from tests.support import ManualExecutor, Recorder
+from tests.support import ManualExecutor, Recorder, wait_until_waiting
 
 pytestmark = pytest.mark.skipif(_impl.CProducerLock is None, reason="compiled core not built")
 
@@ -215,7 +219,8 @@ def test_a_compiled_publisher_has_the_compiled_lock_and_submit(compiled: None) -
     publisher: SubmissionPublisher[int] = SubmissionPublisher(ManualExecutor())
     assert type(publisher._lock) is _impl.CProducerLock
     assert isinstance(publisher, _impl.CPublisherCore)
-    assert type(publisher).submit is _impl.CPublisherCore.__dict__["submit"]
+    for name in ("submit", "offer", "_publish_chunk", "_recover"):
+        assert getattr(type(publisher), name) is _impl.CPublisherCore.__dict__[name]
 
 
 def test_lock_free_submit_fills_every_buffer_and_returns_the_largest_lag(compiled: None) -> None:
@@ -271,18 +276,71 @@ def test_publishers_and_subscriptions_of_either_core_work_under_the_other() -> N
     assert early.completed and late.completed and mixed.completed
 
 
-class Subscription:
-    """A stand-in subscription in the publisher's tuple: ``offer`` returns or raises ``outcome``."""
+class StandIn:
+    """A stand-in subscription in the publisher's tuple, full unless told otherwise.
 
-    is_closed = False
+    Each method (and the properties ``is_closed`` and ``subscriber``) returns
+    or raises what ``outcomes`` gives for its name: a value, an exception, or
+    a list of them, taken one per call, the last one repeated. ``calls``
+    records the names in the order of the calls.
+    """
 
-    def __init__(self, outcome: Any) -> None:
-        self.outcome = outcome
+    def __init__(self, **outcomes: Any) -> None:
+        self.outcomes: dict[str, Any] = {
+            "offer": 0,
+            "free_slots": 0,
+            "has_space": False,
+            "delivering_here": False,
+            "wait_for_space": True,
+            "stop_waiting": None,
+            "count_drop": None,
+            "resume": None,
+            "is_closed": False,
+            "subscriber": "the subscriber",
+        }
+        self.outcomes.update(outcomes)
+        self.calls: list[str] = []
+
+    def _call(self, name: str) -> Any:
+        self.calls.append(name)
+        outcome = self.outcomes[name]
+        if isinstance(outcome, list):
+            outcome = outcome.pop(0) if len(outcome) > 1 else outcome[0]
+        if isinstance(outcome, BaseException):
+            raise outcome
+        return outcome
 
     def offer(self, item: Any) -> Any:
-        if isinstance(self.outcome, BaseException):
-            raise self.outcome
-        return self.outcome
+        return self._call("offer")
+
+    def free_slots(self) -> Any:
+        return self._call("free_slots")
+
+    def has_space(self) -> Any:
+        return self._call("has_space")
+
+    def delivering_here(self) -> Any:
+        return self._call("delivering_here")
+
+    def wait_for_space(self, timeout: float | None) -> Any:
+        return self._call("wait_for_space")
+
+    def stop_waiting(self) -> Any:
+        return self._call("stop_waiting")
+
+    def count_drop(self) -> Any:
+        return self._call("count_drop")
+
+    def resume(self) -> Any:
+        return self._call("resume")
+
+    @property
+    def is_closed(self) -> Any:
+        return self._call("is_closed")
+
+    @property
+    def subscriber(self) -> Any:
+        return self._call("subscriber")
 
 
 def assert_lock_free(publisher: SubmissionPublisher[Any]) -> None:
@@ -303,23 +361,12 @@ def test_a_failing_offer_propagates_and_releases_the_lock(
     compiled: None, outcome: Any, error: type[BaseException], message: str
 ) -> None:
     publisher: SubmissionPublisher[int] = SubmissionPublisher(ManualExecutor())
-    publisher._subscriptions = (Subscription(outcome),)  # type: ignore[assignment]
+    subscription = StandIn(offer=outcome)
+    publisher._subscriptions = (subscription,)  # type: ignore[assignment]
     with pytest.raises(error, match=message):
         publisher.submit(1)
     assert_lock_free(publisher)
-
-
-def test_a_failing_prune_of_a_closed_subscription_propagates_and_releases_the_lock(compiled: None) -> None:
-    publisher: SubmissionPublisher[int] = SubmissionPublisher(ManualExecutor())
-    publisher._subscriptions = (Subscription(-1),)  # type: ignore[assignment]
-
-    def live() -> Any:
-        raise RuntimeError("no pruning")
-
-    publisher._live = live  # type: ignore[method-assign]
-    with pytest.raises(RuntimeError, match=r"^no pruning$"):
-        publisher.submit(1)
-    assert_lock_free(publisher)
+    assert subscription.calls == ["offer", "resume"]  # _recover resumed it
 
 
 def test_a_closed_subscription_is_pruned_and_the_item_goes_to_the_rest(compiled: None) -> None:
@@ -339,23 +386,7 @@ def test_a_closed_subscription_is_pruned_and_the_item_goes_to_the_rest(compiled:
     publisher.close()
 
 
-def test_a_failing_retry_for_a_full_buffer_propagates_and_releases_the_lock(compiled: None) -> None:
-    publisher: SubmissionPublisher[int] = SubmissionPublisher(ManualExecutor())
-    publisher._subscriptions = (Subscription(0),)  # type: ignore[assignment]
-    seen: list[Any] = []
-
-    def retry(*args: Any) -> int:
-        seen.append(args)
-        raise RuntimeError("no retry")
-
-    publisher._retry = retry  # type: ignore[method-assign, assignment]
-    with pytest.raises(RuntimeError, match=r"^no retry$"):
-        publisher.submit(7)
-    assert seen == [(7, list(publisher._subscriptions), 0, None, None)]
-    assert_lock_free(publisher)
-
-
-def test_submit_without_subscribers_or_closed_takes_the_reference_path(compiled: None) -> None:
+def test_submit_without_subscribers_or_closed(compiled: None) -> None:
     publisher: SubmissionPublisher[int] = SubmissionPublisher(ManualExecutor())
     assert publisher.submit(1) == 0
     publisher.close()
@@ -371,9 +402,12 @@ def test_a_compiled_publisher_before_init_has_no_lock_and_no_subscriptions() -> 
     with pytest.raises(AttributeError):
         bare._lock  # noqa: B018
     with pytest.raises(AttributeError):
-        bare.submit(1)  # no _publish to fall back to
+        bare.submit(1)  # no _lock
+    with pytest.raises(AttributeError):
+        bare.offer(1, timeout=1)
     with pytest.raises(TypeError, match=r"^item must not be None \(rule 2\.13\)$"):
         bare.submit(None)
+    bare._recover(_impl.CProducerLock())  # nothing to wake or resume; the lock is taken
 
 
 # --- first_none --------------------------------------------------------------------------------
@@ -465,27 +499,6 @@ def full_buffers(
     return publisher, executor, recorders
 
 
-@pytest.mark.parametrize("raising_on_next", [False, True], ids=["drained", "on_next raised"])
-def test_a_failing_turn_notify_after_a_drain_propagates_and_leaves_the_producer_unblocked(
-    compiled: None, raising_on_next: bool
-) -> None:
-    def abort(item: int) -> None:
-        if raising_on_next:
-            raise Abort()
-
-    publisher, _, (recorder,) = full_buffers(1, abort)
-    publisher._turn = Turn(fail_at=1)  # type: ignore[assignment]
-    publisher._turn_waiters = 1  # as if a producer waited for its turn
-    with pytest.raises(RuntimeError, match=r"^no notify$") as raised:
-        publisher.submit(1)
-    if raising_on_next:  # what on_next raised is the context, as a finally: block would chain it
-        assert isinstance(raised.value.__context__, Abort) and isinstance(recorder.error, Abort)
-    else:
-        assert raised.value.__context__ is None and recorder.items == [0]
-    assert publisher._blocked == 0
-    assert_lock_free(publisher)
-
-
 def test_an_on_next_raising_base_exception_in_a_drain_propagates_and_leaves_the_producer_unblocked(
     compiled: None,
 ) -> None:
@@ -497,58 +510,6 @@ def test_an_on_next_raising_base_exception_in_a_drain_propagates_and_leaves_the_
         publisher.submit(1)
     assert isinstance(recorder.error, Abort) and publisher._blocked == 0
     assert_lock_free(publisher)
-
-
-def test_a_failing_turn_notify_for_a_buffer_freed_meanwhile_propagates(compiled: None) -> None:
-    # The first subscriber's on_next runs the queue, so the second's task,
-    # which frees the second buffer before the producer looks at it.
-    def run_queued(item: int) -> None:
-        if item == 0:
-            executor.run_all()
-
-    publisher, executor, (first, second) = full_buffers(2, run_queued)
-    publisher._turn = Turn(fail_at=2)  # type: ignore[assignment]
-    publisher._turn_waiters = 1
-    with pytest.raises(RuntimeError, match=r"^no notify$"):
-        publisher.submit(1)
-    assert first.items == second.items == [0] and publisher._blocked == 0
-    assert_lock_free(publisher)
-
-
-def test_a_failing_prune_after_a_drain_propagates(compiled: None) -> None:
-    def cancel_second(item: int) -> None:
-        if item == 0:
-            second.cancel()
-            executor.run_all()
-
-    publisher, executor, (first, second) = full_buffers(2, cancel_second)
-
-    def live() -> Any:
-        raise RuntimeError("no pruning")
-
-    publisher._live = live  # type: ignore[method-assign]
-    with pytest.raises(RuntimeError, match=r"^no pruning$"):
-        publisher.submit(1)
-    assert first.items == [0]
-    assert_lock_free(publisher)
-
-
-def test_the_reference_retry_gets_the_buffers_from_the_first_that_would_wait(compiled: None) -> None:
-    # The first buffer is drained from C; the second's task is not queued
-    # (nothing requested), so the reference's _retry gets just that one.
-    publisher, executor, (first, _) = full_buffers(2, idle=1)
-    seen: list[Any] = []
-
-    def retry(*args: Any) -> int:
-        seen.append(args)
-        return 1
-
-    publisher._retry = retry  # type: ignore[method-assign, assignment]
-    assert publisher.submit(1) == 1
-    assert seen == [(1, [publisher._subscriptions[1]], 1, None, None)]
-    assert first.items == [0]
-    executor.run_all()
-    publisher.close()
 
 
 # --- The compiled _publish_chunk (submit_many) --------------------------------------------------
@@ -565,6 +526,7 @@ class ChunkSubscription:
     def __init__(self, free: Any = 8, extended: Any = None, offered: Any = 1, on_extend: Any = None) -> None:
         self.free, self.extended, self.offered, self.on_extend = free, extended, offered, on_extend
         self.parts: list[list[Any]] = []
+        self.offers: list[Any] = []
         self.resumed = 0  # resume() calls: made by a producer call that an exception cut short
 
     @staticmethod
@@ -583,6 +545,7 @@ class ChunkSubscription:
         return self.outcome(len(items) if self.extended is None else self.extended)
 
     def offer(self, item: Any) -> Any:
+        self.offers.append(item)
         return self.outcome(self.offered)
 
     def resume(self) -> None:
@@ -625,66 +588,6 @@ def test_a_failing_stand_in_subscription_in_submit_many_propagates_and_releases_
         publisher.submit_many(range(4))
     assert_lock_free(publisher)
     assert subscription.resumed == 1  # items it took before the failure are not left waiting
-
-
-def test_a_part_that_no_longer_fits_goes_to_offer_each(compiled: None) -> None:
-    full = ChunkSubscription(extended=0)
-    publisher = chunk_publisher(full)
-    seen: list[Any] = []
-    publisher._offer_each = lambda subscription, items: seen.append((subscription, items))  # type: ignore[method-assign]
-    assert publisher.submit_many(range(3)) == 3
-    assert seen == [(full, [0, 1, 2])]
-
-    def refuse(subscription: Any, items: Any) -> None:
-        raise RuntimeError("no offer_each")
-
-    publisher._offer_each = refuse  # type: ignore[method-assign]
-    with pytest.raises(RuntimeError, match=r"^no offer_each$"):
-        publisher.submit_many(range(3))
-    assert_lock_free(publisher)
-
-
-def test_a_closed_stand_in_is_pruned_and_a_failing_prune_propagates(compiled: None) -> None:
-    closed, staying = ChunkSubscription(extended=-1), ChunkSubscription()
-    closed.is_closed = True
-    publisher = chunk_publisher(closed, staying)
-    assert publisher.submit_many(range(2)) == 2
-    assert publisher._subscriptions == (staying,) and staying.parts == [[0, 1]]
-
-    def live() -> Any:
-        raise RuntimeError("no pruning")
-
-    publisher._subscriptions = (closed,)  # type: ignore[assignment]
-    publisher._live = live  # type: ignore[method-assign]
-    with pytest.raises(RuntimeError, match=r"^no pruning$"):
-        publisher.submit_many(range(2))
-    assert_lock_free(publisher)
-
-
-def test_submit_many_propagates_a_failing_wait_for_the_turn(compiled: None) -> None:
-    publisher = chunk_publisher(ChunkSubscription())
-    publisher._blocked = 1  # as if another producer held the turn
-
-    def wait_turn(timeout: Any) -> None:
-        raise RuntimeError("no turn")
-
-    publisher._wait_turn = wait_turn  # type: ignore[method-assign]
-    with pytest.raises(RuntimeError, match=r"^no turn$"):
-        publisher.submit_many(range(2))
-    assert_lock_free(publisher)
-
-
-def test_submit_many_propagates_a_failing_closed_error(compiled: None) -> None:
-    publisher = chunk_publisher()
-    publisher.close()
-
-    def closed_error(operation: str) -> Exception:
-        raise RuntimeError(f"no error for {operation}")
-
-    publisher._closed_error = closed_error  # type: ignore[method-assign]
-    with pytest.raises(RuntimeError, match=r"^no error for submit$"):
-        publisher.submit_many(range(2))
-    assert_lock_free(publisher)
 
 
 @pytest.mark.parametrize(
@@ -788,9 +691,7 @@ def test_a_drain_from_c_that_cannot_allocate_raises_memory_error_and_leaves_the_
     compiled: None,
 ) -> None:
     def setup() -> Any:
-        publisher = full_buffers(2, idle=1)[0]
-        publisher._retry = lambda *args: 1  # type: ignore[method-assign, assignment]
-        return publisher
+        return full_buffers(1)[0]
 
     def check(publisher: Any) -> None:
         assert publisher._blocked == 0 and not publisher._lock._is_owned()
@@ -807,8 +708,7 @@ def test_a_chunk_that_cannot_allocate_raises_memory_error_and_releases_the_lock(
             publisher.subscribe(Recorder(initial=MAX))  # pure Python: extended through a slice
         executor.run_all()
         full = ChunkSubscription(extended=0)
-        publisher._subscriptions = (*publisher._subscriptions, full)
-        publisher._offer_each = lambda subscription, items: None  # type: ignore[method-assign]
+        publisher._subscriptions = (*publisher._subscriptions, full)  # offered each item: offer_each
         return publisher
 
     def check(publisher: Any) -> None:
@@ -844,41 +744,342 @@ def test_an_executor_raising_base_exception_after_a_drain_from_c_propagates(comp
     assert_lock_free(publisher)
 
 
-def test_a_failing_recovery_after_a_wait_that_lost_the_lock_is_raised_chained_to_the_interrupt(
-    compiled: None,
-) -> None:
-    # Condition.wait interrupted after releasing the lock: the compiled
-    # submit calls the reference's _recover, whose failure is raised with the
-    # interrupt as its __context__, and the lock, which nobody took back, is
-    # not released a second time.
-    executor = ManualExecutor()
-    publisher: SubmissionPublisher[int] = SubmissionPublisher(executor, 1)
-    stalled = Recorder()
-    publisher.subscribe(stalled)
-    executor.run_all()
-    publisher.submit(1)
-    space = publisher._space
+# --- The whole producer path in C, as the reference ------------------------------------------------
 
-    def interrupted_wait(timeout: float | None = None) -> bool:
-        del space.wait
-        space._release_save()  # type: ignore[attr-defined]
-        raise KeyboardInterrupt("inside Condition.wait")
 
-    def failing_recover(lock: Any) -> None:
-        assert not lock._is_owned()
-        raise RuntimeError("recovery failed")
+class Strict(SubmissionPublisher[int]):
+    """A compiled publisher whose Python producer methods fail: the compiled path must call none of them."""
 
-    space.wait = interrupted_wait  # type: ignore[method-assign]
-    publisher._recover = failing_recover  # type: ignore[method-assign]
-    with pytest.raises(RuntimeError, match=r"^recovery failed$") as raised:
-        publisher.submit(2)
-    assert isinstance(raised.value.__context__, KeyboardInterrupt)
-    assert not publisher._lock._is_owned()  # type: ignore[attr-defined]
-    assert in_thread(lambda: publisher.number_of_subscribers) == 1  # another thread takes the lock
-    del publisher._recover
-    stalled.request(2)
-    executor.run_all()
-    publisher.submit(3)  # the publisher goes on
-    publisher.close()
-    executor.run_all()
-    assert stalled.items == [1, 3] and stalled.completed
+    def _forbidden(self, *args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("the compiled producer path called a Python method of the publisher")
+
+    _publish = _publish_locked = _retry = _forbidden  # type: ignore[assignment]
+    _wait_turn = _closed_error = _offer_each = _await_space = _forbidden  # type: ignore[assignment]
+
+    def _live(self) -> Any:
+        # subscribe() and the queries, Python with either core, prune through it.
+        if sys._getframe(1).f_code.co_name in ("_subscribe", "_prune"):
+            return super()._live()
+        return self._forbidden()
+
+
+BOTH = pytest.mark.parametrize("core", ["python", "c"])
+
+
+def assert_released(publisher: SubmissionPublisher[Any]) -> None:
+    """This thread does not hold the producer lock, and another takes and releases it."""
+    lock: Any = publisher._lock
+    assert not lock._is_owned()
+    assert in_thread(lambda: lock.acquire(False) and (lock.release() or True)) is True
+
+
+def publisher_of(core: str, executor: Any, capacity: int = 1) -> SubmissionPublisher[int]:
+    """A publisher of core ``core`` (made and used under it): the reference, or a :class:`Strict` compiled one."""
+    return (Strict if core == "c" else SubmissionPublisher)(executor, capacity)
+
+
+def chain(exc: BaseException | None) -> list[tuple[str, str]]:
+    """An exception and its ``__context__`` chain, as (type name, message) pairs."""
+    links = []
+    while exc is not None:
+        links.append((type(exc).__name__, str(exc)))
+        exc = exc.__context__
+    return links
+
+
+def blocked_producers(
+    publisher: SubmissionPublisher[int], *items: int
+) -> tuple[list[threading.Thread], list[BaseException | int]]:
+    """One thread per item submits it; returns once the first waits for space and the others for the turn."""
+    results: list[BaseException | int] = []
+
+    def produce(item: int) -> None:
+        try:
+            results.append(publisher.submit(item))
+        except BaseException as exc:
+            results.append(exc)
+
+    threads = [threading.Thread(target=produce, args=(item,), daemon=True) for item in items]
+    for n, thread in enumerate(threads):
+        thread.start()
+        wait_until_waiting(thread)
+        assert publisher._turn_waiters == n  # the first waits for space, holding the turn
+    assert publisher._blocked == threads[0].ident
+    return threads, results
+
+
+@BOTH
+@pytest.mark.timeout(60)
+def test_submit_waits_for_space_and_for_the_turn(core: str) -> None:
+    with _impl.using(core):  # type: ignore[arg-type]
+        executor = ManualExecutor()
+        publisher = publisher_of(core, executor)
+        recorder = Recorder()
+        publisher.subscribe(recorder)
+        executor.run_all()
+        assert publisher.submit(0) == 1
+        threads, results = blocked_producers(publisher, 1, 2)
+        recorder.request(MAX)
+        for thread in threads:  # each item frees the space the next producer waits for
+            while thread.is_alive():
+                executor.run_all()
+                thread.join(0.01)
+        executor.run_all()
+        assert recorder.items == [0, 1, 2] and results == [1, 1]
+        assert publisher._blocked == 0 and publisher._turn_waiters == 0
+        assert_released(publisher)
+        publisher.close()
+
+
+@BOTH
+@pytest.mark.parametrize("exceptionally", [False, True], ids=["close", "close_exceptionally"])
+@pytest.mark.timeout(60)
+def test_closing_while_producers_wait_for_space_and_for_the_turn_fails_both(core: str, exceptionally: bool) -> None:
+    with _impl.using(core):  # type: ignore[arg-type]
+        executor = ManualExecutor()
+        publisher = publisher_of(core, executor)
+        publisher.subscribe(Recorder())
+        executor.run_all()
+        publisher.submit(0)
+        threads, results = blocked_producers(publisher, 1, 2)
+        if exceptionally:
+            publisher.close_exceptionally(ValueError("gone"))
+        else:
+            publisher.close()
+        for thread in threads:
+            thread.join(10)
+            assert not thread.is_alive()
+        how = "close_exceptionally(); check closed_exception" if exceptionally else "close()"
+        assert (
+            chain(results[0])
+            == chain(results[1])
+            == [("ClosedPublisherError", f"cannot submit(): publisher was closed by {how}")]
+        )
+        assert publisher._blocked == 0 and publisher._turn_waiters == 0
+        with pytest.raises(
+            ClosedPublisherError, match=rf"^cannot offer\(\): publisher was closed by {re.escape(how)}$"
+        ):
+            publisher.offer(3, timeout=1)
+        with pytest.raises(ClosedPublisherError, match=r"^cannot submit\(\)"):
+            publisher.submit_many([3])
+        assert_released(publisher)
+
+
+@BOTH
+def test_offer_with_timeout_and_on_drop(core: str) -> None:
+    with _impl.using(core):  # type: ignore[arg-type]
+        executor = ManualExecutor()
+        publisher = publisher_of(core, executor)
+        recorder = Recorder()
+        publisher.subscribe(recorder)
+        executor.run_all()
+        assert publisher.offer(0) == 1
+        assert publisher.offer(1, timeout=0.001) == -1  # waited, then dropped
+        assert publisher.offer(1, timeout=-5) == -1  # no wait
+        drops: list[tuple[Any, int]] = []
+        assert publisher.offer(2, lambda subscriber, item: drops.append((subscriber, item)) or False) == -1
+
+        def refuse(subscriber: Any, item: int) -> bool:
+            raise KeyError("no drop")
+
+        with pytest.raises(KeyError, match="no drop"):
+            publisher.offer(3, refuse, timeout=0)
+
+        def make_room(subscriber: Any, item: int) -> bool:
+            recorder.request(1)
+            executor.run_all()  # item 0 goes: the retry fits
+            return True
+
+        assert publisher.offer(4, make_room, timeout=0.001) == 1
+        assert drops == [(recorder, 2)]
+        (reading,) = publisher.snapshot().subscribers
+        assert reading.dropped == 3  # 1 twice and 2; not 3, whose on_drop raised
+        with pytest.raises(TypeError, match=r"^on_drop must be callable or None, got 5$"):
+            publisher.offer(5, 5)  # type: ignore[arg-type]
+        with pytest.raises(ValueError, match=r"^timeout must be a number of seconds, got nan$"):
+            publisher.offer(5, timeout=float("nan"))
+        with pytest.raises(TypeError, match=r"^item must not be None \(rule 2\.13\)$"):
+            publisher.offer(None, timeout=1)  # type: ignore[arg-type]
+        assert_released(publisher)
+        recorder.request(MAX)
+        publisher.close()
+        executor.run_all()
+        assert recorder.items == [0, 4] and recorder.completed
+
+
+@BOTH
+def test_submit_many_through_full_buffers_and_a_part_that_no_longer_fits(core: str) -> None:
+    with _impl.using(core):  # type: ignore[arg-type]
+        executor = ManualExecutor()
+        publisher = publisher_of(core, executor, 2)
+        recorder = Recorder(initial=MAX)
+        publisher.subscribe(recorder)
+        executor.run_all()
+        assert publisher.submit_many(range(7)) == 7  # each full buffer drained by this producer
+        executor.run_all()
+        assert recorder.items == list(range(7))
+        full = ChunkSubscription(extended=0)  # takes no part whole: offered each item (_offer_each)
+        publisher._subscriptions = (*publisher._subscriptions, full)  # type: ignore[assignment]
+        assert publisher.submit_many([7, 8, 9]) == 3
+        executor.run_all()
+        assert full.parts == [[7, 8]] and full.offers == [7, 8, 9] and recorder.items == list(range(10))
+        publisher._subscriptions = publisher._subscriptions[:1]
+        assert_released(publisher)
+        publisher.close()
+
+
+@BOTH
+def test_reentrant_submit_and_offer_raise_or_drop(core: str) -> None:
+    with _impl.using(core):  # type: ignore[arg-type]
+        publisher = publisher_of(core, direct_executor)
+        outcomes: list[Any] = []
+
+        def reenter(item: int) -> None:
+            if item == 0:
+                outcomes.append(publisher.submit(1))  # fits
+                outcomes.append(publisher.offer(2, timeout=60))  # full, and only this thread drains: dropped
+                try:
+                    publisher.submit(3)
+                except ReentrantSubmitError as exc:
+                    outcomes.append(exc)
+
+        recorder = Recorder(initial=MAX, on_next_hook=reenter)
+        publisher.subscribe(recorder)
+        publisher.submit(0)
+        assert outcomes[:2] == [1, -1] and type(outcomes[2]) is ReentrantSubmitError
+        assert re.fullmatch(
+            r"cannot submit\(\): the buffer of <.*Recorder.*> is full and this thread is inside one of its "
+            r"methods, so it could never drain; submit from another thread, use offer\(\), or deliver on a "
+            r"pool executor",
+            str(outcomes[2]),
+        )
+        assert recorder.items == [0, 1] and recorder.error is None
+        publisher._blocked = threading.get_ident()  # as if this thread's outer submit waited for space
+        for call, name in ((lambda: publisher.submit(4), "submit"), (lambda: publisher.offer(4), "offer")):
+            with pytest.raises(ReentrantSubmitError) as raised:
+                call()
+            assert str(raised.value) == (
+                f"cannot {name}(): this thread's own submit() is waiting for buffer space, and a subscriber it "
+                f"delivers to meanwhile must not publish to the same publisher"
+            )
+        publisher._blocked = 0
+        assert_released(publisher)
+        publisher.close()
+        assert recorder.completed
+
+
+@BOTH
+@pytest.mark.parametrize("recovery_fails", [False, True], ids=["recovered", "recovery fails"])
+@pytest.mark.timeout(60)
+def test_an_interrupt_inside_condition_wait_after_it_released_the_lock(core: str, recovery_fails: bool) -> None:
+    # _recover takes the lock back and wakes the producers waiting for the
+    # turn; a failure there is raised with the interrupt as its __context__.
+    with _impl.using(core):  # type: ignore[arg-type]
+        executor = ManualExecutor()
+        publisher = publisher_of(core, executor)
+        stalled = Recorder()
+        publisher.subscribe(stalled)
+        executor.run_all()
+        publisher.submit(1)
+        space: Any = publisher._space
+        turn = publisher._turn
+
+        def interrupted_wait(timeout: float | None = None) -> bool:
+            del space.wait  # the next waits are real ones
+            space._release_save()
+            publisher._turn_waiters = 1  # as if a producer waited for the turn this one holds
+            if recovery_fails:
+                publisher._turn = Turn(fail_at=1)  # type: ignore[assignment]
+            raise KeyboardInterrupt("inside Condition.wait")
+
+        space.wait = interrupted_wait
+        with pytest.raises(BaseException) as raised:  # noqa: PT011
+            publisher.submit(2)
+        expected = [("KeyboardInterrupt", "inside Condition.wait")]
+        assert chain(raised.value) == ([("RuntimeError", "no notify"), *expected] if recovery_fails else expected)
+        assert publisher._blocked == 0
+        assert_released(publisher)
+        publisher._turn, publisher._turn_waiters = turn, 0
+        stalled.request(MAX)
+        executor.run_all()
+        publisher.submit(3)  # the publisher goes on
+        publisher.close()
+        executor.run_all()
+        assert stalled.items == [1, 3] and stalled.completed
+
+
+def outcome_of(core: str, subscription: StandIn, call: Any) -> tuple[Any, ...]:
+    """What ``call(publisher)`` does to a publisher of core ``core`` whose one subscription is ``subscription``."""
+    with _impl.using(core):  # type: ignore[arg-type]
+        publisher = publisher_of(core, ManualExecutor())
+        publisher._subscriptions = (subscription,)  # type: ignore[assignment]
+        try:
+            result: Any = call(publisher)
+        except BaseException as exc:  # compared below, whatever it is
+            result = chain(exc)
+        assert_released(publisher)
+        return result, subscription.calls, publisher._blocked, len(publisher._subscriptions)
+
+
+@pytest.mark.parametrize(
+    ("outcomes", "call", "expected"),
+    [
+        (
+            {"offer": RuntimeError("no offer"), "resume": RuntimeError("no resume")},
+            "submit",
+            [("RuntimeError", "no resume"), ("RuntimeError", "no offer")],
+        ),
+        ({"delivering_here": RuntimeError("no check")}, "submit", [("RuntimeError", "no check")]),
+        (
+            {"delivering_here": True},
+            "submit",
+            [
+                (
+                    "ReentrantSubmitError",
+                    "cannot submit(): the buffer of 'the subscriber' is full and this thread is inside one of its methods, "
+                    "so it could never drain; submit from another thread, use offer(), or deliver on a pool executor",
+                )
+            ],
+        ),
+        (
+            {"delivering_here": True, "subscriber": RuntimeError("no subscriber")},
+            "submit",
+            [("RuntimeError", "no subscriber")],
+        ),
+        ({"delivering_here": True}, "offer_waiting", -1),
+        ({"has_space": RuntimeError("no look")}, "submit", [("RuntimeError", "no look")]),
+        ({"wait_for_space": RuntimeError("no wait")}, "submit", [("RuntimeError", "no wait")]),
+        (
+            {"has_space": [False, True], "stop_waiting": RuntimeError("no stop")},
+            "submit",
+            [("RuntimeError", "no stop")],
+        ),
+        ({"has_space": [False, True], "offer": [0, 3]}, "submit", 3),
+        (
+            {"has_space": True, "offer": [0, -1], "is_closed": RuntimeError("no pruning")},
+            "submit",
+            [("RuntimeError", "no pruning")],
+        ),
+        ({"has_space": True, "offer": [0, -1], "is_closed": True}, "submit", 0),
+        ({"offer": [0, 0], "count_drop": RuntimeError("no count")}, "offer_dropping", [("RuntimeError", "no count")]),
+        ({"subscriber": RuntimeError("no subscriber")}, "offer_dropping", [("RuntimeError", "no subscriber")]),
+        ({"subscriber": None}, "offer_dropping", -1),
+        ({"offer": [0, 0, 2], "has_space": [False, True]}, "offer_retrying", 2),
+        ({"offer": -1, "is_closed": "yes"}, "submit", 0),
+        ({"offer": RuntimeError("no offer")}, "submit_many", [("RuntimeError", "no offer")]),
+    ],
+)
+def test_each_step_of_the_producer_path_as_the_reference(outcomes: dict[str, Any], call: str, expected: Any) -> None:
+    # The same stand-in subscription under each core: the same calls, in the
+    # same order, and the same result or exception chain.
+    calls = {
+        "submit": lambda publisher: publisher.submit(1),
+        "offer_waiting": lambda publisher: publisher.offer(1, timeout=60),
+        "offer_dropping": lambda publisher: publisher.offer(1, lambda subscriber, item: True),
+        "offer_retrying": lambda publisher: publisher.offer(1, lambda subscriber, item: True, timeout=60),
+        "submit_many": lambda publisher: publisher.submit_many([1]),
+    }
+    reference = outcome_of("python", StandIn(**copy.deepcopy(outcomes)), calls[call])
+    compiled = outcome_of("c", StandIn(**copy.deepcopy(outcomes)), calls[call])
+    assert compiled == reference
+    assert reference[0] == expected
