@@ -993,7 +993,7 @@ def test_an_interrupt_inside_condition_wait_after_it_released_the_lock(core: str
             raise KeyboardInterrupt("inside Condition.wait")
 
         space.wait = interrupted_wait
-        with pytest.raises(BaseException) as raised:  # noqa: PT011
+        with pytest.raises(BaseException) as raised:
             publisher.submit(2)
         expected = [("KeyboardInterrupt", "inside Condition.wait")]
         assert chain(raised.value) == ([("RuntimeError", "no notify"), *expected] if recovery_fails else expected)
@@ -1036,8 +1036,9 @@ def outcome_of(core: str, subscription: StandIn, call: Any) -> tuple[Any, ...]:
             [
                 (
                     "ReentrantSubmitError",
-                    "cannot submit(): the buffer of 'the subscriber' is full and this thread is inside one of its methods, "
-                    "so it could never drain; submit from another thread, use offer(), or deliver on a pool executor",
+                    "cannot submit(): the buffer of 'the subscriber' is full and this thread is inside one of its "
+                    "methods, so it could never drain; submit from another thread, use offer(), or deliver on a "
+                    "pool executor",
                 )
             ],
         ),
