@@ -1961,7 +1961,10 @@ static PyType_Spec lock_spec = {
  * section as if it held it. Without the GIL, the lock orders them; the
  * reference reads _closed and _subscriptions without it (is_closed,
  * snapshot), so this code writes _subscriptions as the member descriptor
- * does (prune), and _blocked, which tests poll, with ATOMIC_STORE.
+ * does (prune). _blocked, which tests poll, and which the end of a wait for
+ * space clears even when an interrupt inside Condition.wait lost the lock
+ * (as the reference's finally does), is read and written with
+ * ATOMIC_LOAD/ATOMIC_STORE.
  *
  * Python code runs at every call named above; between two of them every
  * field is consistent, as between two statements of the reference. A
@@ -2241,17 +2244,17 @@ subscriber_any(core_module_state *st, PyObject *subscription)
 
 /* The reference's `lock._is_owned()`: 1, 0, or -1 with an exception set. */
 static int
-lock_is_mine(core_module_state *st, PyObject *lock)
+lock_is_mine(CoreObject *self, PyObject *lock)
 {
     if (is_producer_lock(lock)) {
         return lock_owned_by((LockObject *)lock, PyThread_get_thread_ident());
     }
-    return call_predicate(lock, st->str_is_owned);
+    return call_predicate(lock, core_state(self)->str_is_owned);
 }
 
 /* The reference's `lock.acquire()`, blocking: 0, or -1 with what a signal handler raised. */
 static int
-lock_take_blocking(core_module_state *st, PyObject *lock)
+lock_take_blocking(CoreObject *self, PyObject *lock)
 {
     if (is_producer_lock(lock)) {
         LockObject *producer_lock = (LockObject *)lock;
@@ -2266,17 +2269,17 @@ lock_take_blocking(core_module_state *st, PyObject *lock)
         lock_own(producer_lock, me, 1);
         return 0;
     }
-    return call_method(lock, st->str_acquire, NULL);
+    return call_method(lock, core_state(self)->str_acquire, NULL);
 }
 
 /* The reference's `lock.acquire(False)`: 1 if taken, 0 if not, -1 with an exception set. */
 static int
-lock_take_now(core_module_state *st, PyObject *lock)
+lock_take_now(CoreObject *self, PyObject *lock)
 {
     if (is_producer_lock(lock)) {
         return lock_try_enter((LockObject *)lock, PyThread_get_thread_ident());
     }
-    PyObject *r = PyObject_CallMethodOneArg(lock, st->str_acquire, Py_False);
+    PyObject *r = PyObject_CallMethodOneArg(lock, core_state(self)->str_acquire, Py_False);
     if (r == NULL) {
         return -1;
     }
@@ -2288,7 +2291,7 @@ lock_take_now(core_module_state *st, PyObject *lock)
 /* The reference's `lock.release()`: 0, or -1 with an exception set
    (RuntimeError if this thread does not hold it). */
 static int
-lock_give(core_module_state *st, PyObject *lock)
+lock_give(CoreObject *self, PyObject *lock)
 {
     if (is_producer_lock(lock)) {
         LockObject *producer_lock = (LockObject *)lock;
@@ -2299,41 +2302,42 @@ lock_give(core_module_state *st, PyObject *lock)
         lock_exit(producer_lock);
         return 0;
     }
-    return call_method(lock, st->str_release, NULL);
+    return call_method(lock, core_state(self)->str_release, NULL);
 }
 
 /* The reference's _acquire_contended: another thread holds `lock`. With the
    GIL, yield it (sleep(0)) up to contended_yields times, taking the lock if
    it is free after a yield; then block on it. */
 static int
-acquire_contended(core_module_state *st, PyObject *lock)
+acquire_contended(CoreObject *self, PyObject *lock)
 {
+    core_module_state *st = core_state(self);
     for (int i = 0; i < st->contended_yields; i++) {
         PyObject *r = PyObject_CallOneArg(st->sleep, st->zero);
         if (r == NULL) {
             return -1;
         }
         Py_DECREF(r);
-        int taken = lock_take_now(st, lock);
+        int taken = lock_take_now(self, lock);
         if (taken != 0) {
             return taken < 0 ? -1 : 0;
         }
     }
-    return lock_take_blocking(st, lock);
+    return lock_take_blocking(self, lock);
 }
 
 /* The reference's producer entry: `if not lock.acquire(False):
    self._acquire_contended()`, and on an exception _release_if_taken(lock). */
 static int
-lock_take(core_module_state *st, PyObject *lock)
+lock_take(CoreObject *self, PyObject *lock)
 {
-    int taken = lock_take_now(st, lock);
-    if (taken > 0 || (taken == 0 && acquire_contended(st, lock) == 0)) {
+    int taken = lock_take_now(self, lock);
+    if (taken > 0 || (taken == 0 && acquire_contended(self, lock) == 0)) {
         return 0;
     }
     PyObject *exc = take_exception();
-    int owned = lock_is_mine(st, lock);
-    if (owned != 0 && (owned < 0 || lock_give(st, lock) < 0)) {
+    int owned = lock_is_mine(self, lock);
+    if (owned != 0 && (owned < 0 || lock_give(self, lock) < 0)) {
         chain_exception(exc);
     }
     else {
@@ -2425,8 +2429,9 @@ static int
 wait_turn(CoreObject *self, double timeout)
 {
     unsigned long me = PyThread_get_thread_ident();
-    while (self->blocked) {
-        if (self->blocked == me) {
+    unsigned long blocked;
+    while ((blocked = ATOMIC_LOAD(self->blocked)) != 0) {
+        if (blocked == me) {
             PyErr_Format(core_state(self)->reentrant_submit_error,
                          "cannot %s(): this thread's own submit() is waiting for buffer space, and a subscriber "
                          "it delivers to meanwhile must not publish to the same publisher",
@@ -2459,7 +2464,7 @@ await_space_finally(CoreObject *self, core_module_state *st, PyObject *subscript
 {
     ATOMIC_STORE(self->blocked, 0);
     if (self->turn_waiters) {
-        int owned = self->lock == NULL ? unset_slot(self, "_lock") : lock_is_mine(st, self->lock);
+        int owned = self->lock == NULL ? unset_slot(self, "_lock") : lock_is_mine(self, self->lock);
         if (owned < 0) {
             raise_chained(earlier);
             return -1;
@@ -2675,7 +2680,7 @@ done:
 static PyObject *
 publish_locked(CoreObject *self, PyObject *item, double timeout, PyObject *on_drop)
 {
-    if (self->blocked && wait_turn(self, timeout) < 0) {
+    if (ATOMIC_LOAD(self->blocked) && wait_turn(self, timeout) < 0) {
         return NULL;
     }
     PyObject *subscriptions = subscriptions_of(self, operation_of(timeout));
@@ -2702,11 +2707,11 @@ static int
 recover(CoreObject *self, PyObject *lock)
 {
     core_module_state *st = core_state(self);
-    int owned = lock_is_mine(st, lock);
-    if (owned < 0 || (!owned && lock_take_blocking(st, lock) < 0)) {
+    int owned = lock_is_mine(self, lock);
+    if (owned < 0 || (!owned && lock_take_blocking(self, lock) < 0)) {
         return -1;
     }
-    if (self->turn_waiters && !self->blocked && notify_turn(self) < 0) {
+    if (self->turn_waiters && !ATOMIC_LOAD(self->blocked) && notify_turn(self) < 0) {
         return -1;
     }
     if (self->subscriptions == NULL) { /* unset only if __init__ did not run */
@@ -2743,14 +2748,19 @@ leave(CoreObject *self, PyObject *lock, PyObject *result)
             exc = take_exception();
         }
     }
-    if (lock_give(core_state(self), lock) < 0) {
+    if (lock_give(self, lock) < 0) {
         raise_chained(exc);
         Py_CLEAR(result);
     }
     else if (exc != NULL) {
         restore_exception(exc);
     }
-    release_keeping_error(lock);
+    if (result != NULL) {
+        Py_DECREF(lock); /* no exception to keep */
+    }
+    else {
+        release_keeping_error(lock);
+    }
     return result;
 }
 
@@ -2767,7 +2777,7 @@ publish(CoreObject *self, PyObject *item, double timeout, PyObject *on_drop)
         return NULL;
     }
     PyObject *lock = Py_NewRef(self->lock); /* Python code runs: _lock may be replaced meanwhile */
-    if (lock_take(core_state(self), lock) < 0) {
+    if (lock_take(self, lock) < 0) {
         release_keeping_error(lock);
         return NULL;
     }
@@ -2866,7 +2876,7 @@ extend_any(PyObject *subscription, PyObject *chunk, Py_ssize_t start, Py_ssize_t
 static Py_ssize_t
 publish_part(CoreObject *self, PyObject *chunk, Py_ssize_t done, Py_ssize_t end)
 {
-    if (self->blocked && wait_turn(self, -1.0) < 0) {
+    if (ATOMIC_LOAD(self->blocked) && wait_turn(self, -1.0) < 0) {
         return -1;
     }
     PyObject *subscriptions = subscriptions_of(self, "_publish_chunk");
