@@ -1,9 +1,12 @@
-"""The compiled producer path: ProducerLock, PublisherCore.submit and first_none, error paths included.
+"""The compiled producer path: ProducerLock, PublisherCore (submit, offer, _publish_chunk, _recover) and first_none.
 
 These parts exist only in flowpy/_cbuffered.c; the behaviour they share with
 the pure-Python reference is tested for both cores by the core modules
-(tests/core_impl.py). Here: the lock's own contract, and the paths where the
-compiled submit hands over to the reference's Python methods.
+(tests/core_impl.py). Here: the lock's own contract, the compiled path's
+error paths, and scenarios run on both cores side by side, the compiled one
+with a subclass whose Python producer methods fail (the compiled path calls
+none of them), including stand-in subscriptions whose every step must be
+called in the reference's order with the reference's outcome.
 """
 
 from __future__ import annotations
