@@ -2026,35 +2026,87 @@ static PyType_Spec lock_spec = {
 /* --- The publisher core -------------------------------------------------------------------- */
 
 /*
- * The state of flowpy.submission.SubmissionPublisher that submit reads, as
- * slots of a base class, and the compiled submit. SubmissionPublisher stays
- * Python: every other method, and every slow path of submit, is its code.
- * submit here is the reference's submit, _publish_locked and _retry for the
- * cases where this thread can go on at once (a full buffer whose pending
- * task it runs itself, as the reference's wait_for_space does), and
- * _publish_chunk is the reference's. Both call the reference's methods
- * (_publish, _publish_locked, _wait_turn, _retry, _live, _offer_each,
- * _closed_error) for everything else, exactly where the reference would
- * take those paths, and its _recover when a wait there lost the lock.
+ * The state of flowpy.submission.SubmissionPublisher that its producers use,
+ * as slots of a base class, and the whole producer path in C: submit, offer,
+ * _publish_chunk (submit_many's chunks) and _recover are the methods of
+ * this class, and everything they do, the reference's _publish,
+ * _publish_locked, _publish_to, _retry, _await_space, _wait_turn,
+ * _offer_each, _closed_error, _live, _acquire_contended and _recover,
+ * is done here by the C functions of the same names, with the reference's
+ * behaviour, messages and exceptions. No method of `self` is looked up by
+ * name: this code calls only the lock and Conditions in its slots, the
+ * subscriptions (a compiled one through this file's static functions, one
+ * of the pure-Python core through its methods), `on_drop`, and the module
+ * functions and classes that cbuffered_exec imported once (core_module_state).
+ * SubmissionPublisher's other methods (subscribe, close, the queries) stay
+ * Python and share the slots through their member descriptors.
  *
- * Every field is written, by this code or by the reference's (through the
- * member descriptors), only by the thread holding the producer lock, and
- * this code reads them only holding it, except the GIL build's fast path of
- * submit, which reads them in one section as if it held it. Without the
- * GIL, the lock orders them; the reference reads _closed and
- * _subscriptions without it (is_closed, snapshot), so this code writes
- * _subscriptions as the member descriptor does (prune), and _blocked,
- * which tests poll, with ATOMIC_STORE.
+ * Every field is written, by this code or by the reference's, only by the
+ * thread holding the producer lock, and this code reads them only holding
+ * it, except the GIL build's fast path of submit, which reads them in one
+ * section as if it held it. Without the GIL, the lock orders them; the
+ * reference reads _closed and _subscriptions without it (is_closed,
+ * snapshot), so this code writes _subscriptions as the member descriptor
+ * does (prune). _blocked, which tests poll, and which the end of a wait for
+ * space clears even when an interrupt inside Condition.wait lost the lock
+ * (as the reference's finally does), is read and written with
+ * ATOMIC_LOAD/ATOMIC_STORE.
+ *
+ * Python code runs at every call named above; between two of them every
+ * field is consistent, as between two statements of the reference. A
+ * producer's "half-updated" states are the reference's own, with the same
+ * `finally` clauses: _blocked names this thread from the start of the wait
+ * for space to its end, and _turn_waiters counts this thread while it is
+ * inside _turn.wait().
  */
 typedef struct {
     PyObject_HEAD
-    PyObject *lock;          /* _lock: the producer lock; NULL before __init__ */
-    PyObject *subscriptions; /* _subscriptions: a tuple, replaced, never mutated */
-    PyObject *turn;          /* _turn: the Condition producers wait on for their turn; NULL before __init__ */
-    Py_ssize_t turn_waiters; /* _turn_waiters: producers inside _turn.wait() */
-    unsigned long blocked;   /* _blocked: ident of the producer waiting for space; 0 if none */
-    char closed;             /* _closed */
+    PyObject *lock;             /* _lock: the producer lock; NULL before __init__ */
+    PyObject *subscriptions;    /* _subscriptions: a tuple, replaced, never mutated */
+    PyObject *turn;             /* _turn: the Condition producers wait on for their turn; NULL before __init__ */
+    PyObject *closed_exception; /* _closed_exception: the error of close_exceptionally, None, or NULL before __init__ */
+    Py_ssize_t turn_waiters;    /* _turn_waiters: producers inside _turn.wait() */
+    unsigned long blocked;      /* _blocked: ident of the producer waiting for space; 0 if none */
+    char closed;                /* _closed */
 } CoreObject;
+
+/* What the producer path calls besides its slots: imported or made once, in
+   cbuffered_exec (core_exec), and kept in the module's state after the
+   subscriptions' module_state (cbuffered_state). */
+typedef struct {
+    PyObject *closed_publisher_error; /* flowpy.errors.ClosedPublisherError */
+    PyObject *reentrant_submit_error; /* flowpy.errors.ReentrantSubmitError */
+    PyObject *check_timeout;          /* flowpy._checks.check_timeout */
+    PyObject *none_error;             /* flowpy._checks.none_error */
+    PyObject *sleep;                  /* time.sleep: the reference's _sleep */
+    PyObject *monotonic;              /* time.monotonic: the reference's _monotonic */
+    PyObject *negative_is_zero;       /* ("negative_is_zero",): check_timeout's keyword, for a vectorcall */
+    PyObject *zero;                   /* 0, for sleep(0) */
+    PyObject *str_offer;
+    PyObject *str_has_space;
+    PyObject *str_wait_for_space;
+    PyObject *str_stop_waiting;
+    PyObject *str_count_drop;
+    PyObject *str_resume;
+    PyObject *str_delivering_here;
+    PyObject *str_is_closed;
+    PyObject *str_subscriber;
+    PyObject *str_is_owned; /* "_is_owned" */
+    PyObject *str_wait;     /* "wait" */
+    PyObject *str_notify;   /* "notify_all" */
+    PyObject *str_acquire;
+    PyObject *str_release;
+    /* The reference's _CONTENDED_YIELDS: 16, or 0 where the GIL was off when this module was imported. */
+    int contended_yields;
+} core_module_state;
+
+/* The module's state: the subscriptions' first, so that state_of() reads it. */
+typedef struct {
+    module_state buffered;
+    core_module_state core;
+} cbuffered_state;
+
+static void core_dealloc(PyObject *op);
 
 static inline int
 is_buffered(PyObject *op)
@@ -2062,12 +2114,325 @@ is_buffered(PyObject *op)
     return Py_TYPE(op)->tp_dealloc == buf_dealloc;
 }
 
-/* The general path, all in Python: self._publish(item, None, None). */
-static PyObject *
-core_publish_python(PyObject *self, PyObject *item)
+/* The state of the module whose PublisherCore `self` is an instance of (of a subclass of). */
+static core_module_state *
+core_state(CoreObject *self)
 {
-    return PyObject_CallMethod(self, "_publish", "OOO", item, Py_None, Py_None);
+    PyTypeObject *type = Py_TYPE(self);
+    while (type->tp_dealloc != core_dealloc) { /* a subclass: Python's subtype_dealloc */
+        type = type->tp_base;
+    }
+    return &((cbuffered_state *)PyType_GetModuleState(type))->core;
 }
+
+/* The AttributeError of reading a slot that __init__ has not set. */
+static int
+unset_slot(CoreObject *self, const char *name)
+{
+    PyErr_Format(PyExc_AttributeError, "'%.200s' object has no attribute '%s'", Py_TYPE(self)->tp_name, name);
+    return -1;
+}
+
+/* The operation a timeout stands for, in messages: the reference's _operation.
+   A negative timeout is submit's None (wait without limit). */
+static inline const char *
+operation_of(double timeout)
+{
+    return timeout < 0 ? "submit" : "offer";
+}
+
+/* raise none_error("item", "2.13"), as the reference does for a None item. */
+static PyObject *
+none_item_error(CoreObject *self)
+{
+    PyObject *error = PyObject_CallFunction(core_state(self)->none_error, "ss", "item", "2.13");
+    if (error != NULL) {
+        PyErr_SetObject((PyObject *)Py_TYPE(error), error);
+        Py_DECREF(error);
+    }
+    return NULL;
+}
+
+/* raise self._closed_error(operation): the reference's ClosedPublisherError. */
+static int
+closed_error(CoreObject *self, const char *operation)
+{
+    PyObject *type = core_state(self)->closed_publisher_error;
+    if (self->closed_exception != NULL && self->closed_exception != Py_None) {
+        PyErr_Format(type, "cannot %s(): publisher was closed by close_exceptionally(); check closed_exception",
+                     operation);
+    }
+    else {
+        PyErr_Format(type, "cannot %s(): publisher was closed by close()", operation);
+    }
+    return -1;
+}
+
+/* Call `name` of `obj` with no argument, or with `arg`; -1 with an exception set if it raised. */
+static int
+call_method(PyObject *obj, PyObject *name, PyObject *arg)
+{
+    PyObject *r = arg == NULL ? PyObject_CallMethodNoArgs(obj, name) : PyObject_CallMethodOneArg(obj, name, arg);
+    if (r == NULL) {
+        return -1;
+    }
+    Py_DECREF(r);
+    return 0;
+}
+
+/* The truth of what `name` of `obj` returns with no argument: 1, 0, or -1 with an exception set. */
+static int
+call_predicate(PyObject *obj, PyObject *name)
+{
+    PyObject *r = PyObject_CallMethodNoArgs(obj, name);
+    if (r == NULL) {
+        return -1;
+    }
+    int truth = PyObject_IsTrue(r);
+    Py_DECREF(r);
+    return truth;
+}
+
+/* Make `later`, just raised, have the exception `earlier` (stolen; NULL if
+   none) as its __context__, as a raise in an except or finally clause does. */
+static void
+raise_chained(PyObject *earlier)
+{
+    if (earlier != NULL) {
+        chain_exception(earlier);
+    }
+}
+
+/* time.monotonic() into *now: 0, or -1 with an exception set. */
+static int
+monotonic_now(core_module_state *st, double *now)
+{
+    PyObject *r = PyObject_CallNoArgs(st->monotonic);
+    if (r == NULL) {
+        return -1;
+    }
+    *now = PyFloat_AsDouble(r);
+    Py_DECREF(r);
+    return *now == -1.0 && PyErr_Occurred() ? -1 : 0;
+}
+
+/* --- Subscriptions of either core ---------------------------------------------------------------- */
+
+/* A compiled subscription through this file's functions, one of the
+   pure-Python core (made while that core was selected, or a stand-in)
+   through its methods. */
+
+/* The integer result of a subscription method; 0 with *status, or -1 with an exception set. */
+static int
+status_of(PyObject *r, Py_ssize_t *status)
+{
+    if (r == NULL) {
+        return -1;
+    }
+    *status = PyLong_AsSsize_t(r);
+    Py_DECREF(r);
+    return *status == -1 && PyErr_Occurred() ? -1 : 0;
+}
+
+/* subscription.offer(item): the items now buffered, 0 if full, negative if closed. */
+static int
+offer_any(core_module_state *st, PyObject *subscription, PyObject *item, Py_ssize_t *status)
+{
+    if (is_buffered(subscription)) {
+        *status = offer_item((BufObject *)subscription, item);
+        return *status == -2 ? -1 : 0;
+    }
+    return status_of(PyObject_CallMethodOneArg(subscription, st->str_offer, item), status);
+}
+
+/* subscription.is_closed: 1, 0, or -1 with an exception set. */
+static int
+is_closed_any(core_module_state *st, PyObject *subscription)
+{
+    PyObject *r = is_buffered(subscription) ? buf_get_is_closed(subscription, NULL)
+                                            : PyObject_GetAttr(subscription, st->str_is_closed);
+    if (r == NULL) {
+        return -1;
+    }
+    int truth = PyObject_IsTrue(r);
+    Py_DECREF(r);
+    return truth;
+}
+
+/* subscription.has_space(): 1, 0, or -1 with an exception set. */
+static int
+has_space_any(core_module_state *st, PyObject *subscription)
+{
+    if (is_buffered(subscription)) {
+        return has_space((BufObject *)subscription);
+    }
+    return call_predicate(subscription, st->str_has_space);
+}
+
+/* subscription.delivering_here(): 1, 0, or -1 with an exception set. */
+static int
+delivering_here_any(core_module_state *st, PyObject *subscription)
+{
+    if (is_buffered(subscription)) {
+        PyObject *r = buf_delivering_here(subscription, NULL);
+        if (r == NULL) {
+            return -1;
+        }
+        int here = r == Py_True;
+        Py_DECREF(r);
+        return here;
+    }
+    return call_predicate(subscription, st->str_delivering_here);
+}
+
+/* subscription.wait_for_space(remaining); -1 with an exception set if it raised. */
+static int
+wait_for_space_any(core_module_state *st, PyObject *subscription, PyObject *remaining)
+{
+    if (is_buffered(subscription)) {
+        PyObject *r = buf_wait_for_space(subscription, remaining);
+        if (r == NULL) {
+            return -1;
+        }
+        Py_DECREF(r);
+        return 0;
+    }
+    return call_method(subscription, st->str_wait_for_space, remaining);
+}
+
+/* A method without arguments and result (stop_waiting, count_drop, resume) of
+   either core: `compiled` is its C function, `name` its name. */
+static int
+call_any(PyObject *subscription, PyObject *(*compiled)(PyObject *, PyObject *), PyObject *name)
+{
+    if (is_buffered(subscription)) {
+        PyObject *r = compiled(subscription, NULL);
+        if (r == NULL) {
+            return -1;
+        }
+        Py_DECREF(r);
+        return 0;
+    }
+    return call_method(subscription, name, NULL);
+}
+
+/* subscription.subscriber: a new reference (None once closed), or NULL with an exception set. */
+static PyObject *
+subscriber_any(core_module_state *st, PyObject *subscription)
+{
+    if (is_buffered(subscription)) {
+        return buf_get_subscriber(subscription, NULL);
+    }
+    return PyObject_GetAttr(subscription, st->str_subscriber);
+}
+
+/* --- The producer lock, of either core ---------------------------------------------------------- */
+
+/* The reference's `lock._is_owned()`: 1, 0, or -1 with an exception set. */
+static int
+lock_is_mine(CoreObject *self, PyObject *lock)
+{
+    if (is_producer_lock(lock)) {
+        return lock_owned_by((LockObject *)lock, PyThread_get_thread_ident());
+    }
+    return call_predicate(lock, core_state(self)->str_is_owned);
+}
+
+/* The reference's `lock.acquire()`, blocking: 0, or -1 with what a signal handler raised. */
+static int
+lock_take_blocking(CoreObject *self, PyObject *lock)
+{
+    if (is_producer_lock(lock)) {
+        LockObject *producer_lock = (LockObject *)lock;
+        unsigned long me = PyThread_get_thread_ident();
+        int taken = lock_try_enter(producer_lock, me);
+        if (taken != 0) {
+            return taken < 0 ? -1 : 0;
+        }
+        if (mutex_wait(producer_lock->mutex, 1) < 0) {
+            return -1;
+        }
+        lock_own(producer_lock, me, 1);
+        return 0;
+    }
+    return call_method(lock, core_state(self)->str_acquire, NULL);
+}
+
+/* The reference's `lock.acquire(False)`: 1 if taken, 0 if not, -1 with an exception set. */
+static int
+lock_take_now(CoreObject *self, PyObject *lock)
+{
+    if (is_producer_lock(lock)) {
+        return lock_try_enter((LockObject *)lock, PyThread_get_thread_ident());
+    }
+    PyObject *r = PyObject_CallMethodOneArg(lock, core_state(self)->str_acquire, Py_False);
+    if (r == NULL) {
+        return -1;
+    }
+    int taken = PyObject_IsTrue(r);
+    Py_DECREF(r);
+    return taken;
+}
+
+/* The reference's `lock.release()`: 0, or -1 with an exception set
+   (RuntimeError if this thread does not hold it). */
+static int
+lock_give(CoreObject *self, PyObject *lock)
+{
+    if (is_producer_lock(lock)) {
+        LockObject *producer_lock = (LockObject *)lock;
+        if (!lock_owned_by(producer_lock, PyThread_get_thread_ident())) {
+            PyErr_SetString(PyExc_RuntimeError, "cannot release un-acquired lock");
+            return -1;
+        }
+        lock_exit(producer_lock);
+        return 0;
+    }
+    return call_method(lock, core_state(self)->str_release, NULL);
+}
+
+/* The reference's _acquire_contended: another thread holds `lock`. With the
+   GIL, yield it (sleep(0)) up to contended_yields times, taking the lock if
+   it is free after a yield; then block on it. */
+static int
+acquire_contended(CoreObject *self, PyObject *lock)
+{
+    core_module_state *st = core_state(self);
+    for (int i = 0; i < st->contended_yields; i++) {
+        PyObject *r = PyObject_CallOneArg(st->sleep, st->zero);
+        if (r == NULL) {
+            return -1;
+        }
+        Py_DECREF(r);
+        int taken = lock_take_now(self, lock);
+        if (taken != 0) {
+            return taken < 0 ? -1 : 0;
+        }
+    }
+    return lock_take_blocking(self, lock);
+}
+
+/* The reference's producer entry: `if not lock.acquire(False):
+   self._acquire_contended()`, and on an exception _release_if_taken(lock). */
+static int
+lock_take(CoreObject *self, PyObject *lock)
+{
+    int taken = lock_take_now(self, lock);
+    if (taken > 0 || (taken == 0 && acquire_contended(self, lock) == 0)) {
+        return 0;
+    }
+    PyObject *exc = take_exception();
+    int owned = lock_is_mine(self, lock);
+    if (owned != 0 && (owned < 0 || lock_give(self, lock) < 0)) {
+        chain_exception(exc);
+    }
+    else {
+        restore_exception(exc);
+    }
+    return -1;
+}
+
+/* --- The producer path ------------------------------------------------------------------------- */
 
 /* self._subscriptions = self._live(): drop the closed subscriptions. The
    caller holds the lock, as every writer of _subscriptions does; without the
@@ -2077,7 +2442,31 @@ core_publish_python(PyObject *self, PyObject *item)
 static int
 prune(CoreObject *self)
 {
-    PyObject *live = PyObject_CallMethod((PyObject *)self, "_live", NULL);
+    /* _live: tuple(s for s in self._subscriptions if not s.is_closed) */
+    core_module_state *st = core_state(self);
+    if (self->subscriptions == NULL) {
+        return unset_slot(self, "_subscriptions");
+    }
+    PyObject *iterator = PyObject_GetIter(self->subscriptions);
+    if (iterator == NULL) {
+        return -1;
+    }
+    PyObject *open = PyList_New(0), *subscription;
+    if (open == NULL) {
+        Py_DECREF(iterator);
+        return -1;
+    }
+    while ((subscription = PyIter_Next(iterator)) != NULL) {
+        int closed = is_closed_any(st, subscription);
+        int failed = closed < 0 || (!closed && PyList_Append(open, subscription) < 0);
+        Py_DECREF(subscription);
+        if (failed) {
+            break;
+        }
+    }
+    Py_DECREF(iterator);
+    PyObject *live = PyErr_Occurred() ? NULL : PyList_AsTuple(open);
+    Py_DECREF(open);
     if (live == NULL) {
         return -1;
     }
@@ -2095,118 +2484,238 @@ prune(CoreObject *self)
     return 0;
 }
 
-/* The finally of the reference's _await_space, after stop_waiting() and
-   _blocked = 0: if self._turn_waiters: self._turn.notify_all(). */
+/* self._subscriptions as a new reference to a tuple, or NULL with an exception set. */
+static PyObject *
+subscriptions_of(CoreObject *self, const char *operation)
+{
+    PyObject *subscriptions = self->subscriptions;
+    if (subscriptions == NULL || !PyTuple_CheckExact(subscriptions)) {
+        PyErr_Format(PyExc_TypeError, "%s(): _subscriptions must be a tuple", operation);
+        return NULL;
+    }
+    return Py_NewRef(subscriptions);
+}
+
+/* self._turn.notify_all(); -1 with an exception set if it raised. */
 static int
 notify_turn(CoreObject *self)
 {
-    if (self->turn_waiters == 0 || self->turn == NULL) {
-        return 0;
+    if (self->turn == NULL) {
+        return unset_slot(self, "_turn");
     }
-    PyObject *turn = Py_NewRef(self->turn);
-    PyObject *r = PyObject_CallMethod(turn, "notify_all", NULL);
+    PyObject *turn = Py_NewRef(self->turn); /* Python code runs: _turn may be replaced meanwhile */
+    int r = call_method(turn, core_state(self)->str_notify, NULL);
     release_keeping_error(turn);
-    if (r == NULL) {
-        return -1;
+    return r;
+}
+
+/* The reference's _wait_turn(timeout): wait while another producer is
+   blocked for space holding the turn. The caller holds the lock. */
+static int
+wait_turn(CoreObject *self, double timeout)
+{
+    unsigned long me = PyThread_get_thread_ident();
+    unsigned long blocked;
+    while ((blocked = ATOMIC_LOAD(self->blocked)) != 0) {
+        if (blocked == me) {
+            PyErr_Format(core_state(self)->reentrant_submit_error,
+                         "cannot %s(): this thread's own submit() is waiting for buffer space, and a subscriber "
+                         "it delivers to meanwhile must not publish to the same publisher",
+                         operation_of(timeout));
+            return -1;
+        }
+        if (self->turn == NULL) {
+            return unset_slot(self, "_turn");
+        }
+        PyObject *turn = Py_NewRef(self->turn);
+        self->turn_waiters++;
+        int r = call_method(turn, core_state(self)->str_wait, NULL);
+        self->turn_waiters--; /* the finally */
+        release_keeping_error(turn);
+        if (r < 0) {
+            return -1;
+        }
     }
-    Py_DECREF(r);
     return 0;
 }
 
-/* The reference's _retry(item, saturated, lag, None, None) for submit: for
-   each subscription that was full, _await_space, then offer again. Done
-   here for as long as this thread can go on at once: a full buffer whose
-   task is pending and unclaimed is drained by this thread in one pass of
-   _await_space's loop (wait_for_space runs the task). From the first
-   subscription that would make this producer wait, or raise, the
-   reference's _retry goes on with the rest. The caller holds the lock. */
-static PyObject *
-core_retry(CoreObject *self, PyObject *item, PyObject *saturated, Py_ssize_t lag)
+/* The finally of the reference's _await_space, with the exception of its
+   body, `earlier` (stolen; NULL if none): _blocked = 0; if producers wait
+   for their turn and this thread holds the lock (it does not if an
+   interrupt came inside Condition.wait after it released it: then _recover
+   takes it back and hands the turn on), notify them, again if that raised;
+   then subscription.stop_waiting(). Returns -1 if an exception is set. */
+static int
+await_space_finally(CoreObject *self, core_module_state *st, PyObject *subscription, PyObject *earlier)
 {
-    unsigned long me = PyThread_get_thread_ident();
-    Py_ssize_t n = PyList_GET_SIZE(saturated), k = 0;
-    for (; k < n; k++) {
-        PyObject *op = PyList_GET_ITEM(saturated, k); /* borrowed: the list is ours, and unchanged */
-        if (!is_buffered(op) || self->closed) {
-            break;
+    ATOMIC_STORE(self->blocked, 0);
+    if (self->turn_waiters) {
+        int owned = self->lock == NULL ? unset_slot(self, "_lock") : lock_is_mine(self, self->lock);
+        if (owned < 0) {
+            raise_chained(earlier);
+            return -1;
         }
-        BufObject *subscription = (BufObject *)op;
-        if (ATOMIC_LOAD(subscription->consumer) == me) {
-            break; /* delivering_here(): the reference raises ReentrantSubmitError */
-        }
-        /* One section looks for space and claims the pending task of a full
-           buffer, as wait_for_space does. */
-        SECTION_BEGIN(subscription);
-        int full = !has_space_locked(subscription);
-        int claimed = full && claim_pending_locked(subscription);
-        SECTION_END(subscription);
-        if (full) {
-            if (!claimed) {
-                break; /* the reference waits on self._space */
+        if (owned && notify_turn(self) < 0) {
+            PyObject *failed = take_exception();
+            if (earlier != NULL) {
+                PyException_SetContext(failed, earlier); /* steals earlier */
             }
-            /* _blocked names this thread while it runs the task, so that a
-               submit from inside it raises rather than waits for its turn. */
-            ATOMIC_STORE(self->blocked, me);
-            int consumed = consume(subscription);
-            clear_waiting(subscription); /* the finally: stop_waiting(), _blocked = 0, notify */
-            ATOMIC_STORE(self->blocked, 0);
-            PyObject *raised = consumed < 0 ? take_exception() : NULL;
-            if (notify_turn(self) < 0) {
-                if (raised != NULL) {
-                    chain_exception(raised);
-                }
-                return NULL;
+            if (notify_turn(self) < 0) { /* an interrupt before the waiters were woken: wake them */
+                chain_exception(failed);
             }
-            if (raised != NULL) {
-                restore_exception(raised);
-                return NULL;
+            else {
+                restore_exception(failed);
             }
-            if (!has_space(subscription) || self->closed) {
-                break; /* the reference's loop goes on: it waits, or raises */
-            }
-        }
-        else { /* _await_space's loop does not run, and closed was looked at above; its finally runs */
-            clear_waiting(subscription);
-            if (notify_turn(self) < 0) {
-                return NULL;
-            }
-        }
-        /* Not 0: only producers fill a buffer, and this one held the lock
-           since has_space(); a subscription that closed meanwhile gives -1. */
-        Py_ssize_t status = offer_item(subscription, item);
-        if (status == -2) {
-            return NULL;
-        }
-        if (status > lag) {
-            lag = status;
-        }
-        else if (status < 0 && prune(self) < 0) {
-            return NULL;
+            return -1;
         }
     }
-    if (k == n) {
-        return PyLong_FromSsize_t(lag);
+    if (call_any(subscription, buf_stop_waiting, st->str_stop_waiting) < 0) {
+        raise_chained(earlier);
+        return -1;
     }
-    PyObject *rest = k == 0 ? Py_NewRef(saturated) : PyList_GetSlice(saturated, k, n);
-    if (rest == NULL) {
-        return NULL;
+    if (earlier != NULL) {
+        restore_exception(earlier);
+        return -1;
     }
-    PyObject *result = PyObject_CallMethod((PyObject *)self, "_retry", "OOnOO", item, rest, lag, Py_None, Py_None);
-    Py_DECREF(rest);
-    return result;
+    return 0;
 }
 
-/* The reference's _publish_locked(item, None, None); the caller holds the lock. */
-static PyObject *
-core_publish_locked(CoreObject *self, PyObject *item)
+/* The reference's _await_space(subscription, timeout): block until
+   `subscription` has space, closes, or `timeout` seconds pass (a negative
+   one: submit's None, no limit). The caller holds the lock.
+   ClosedPublisherError if the publisher closes meanwhile;
+   ReentrantSubmitError if submit's wait could only end by this thread. */
+static int
+await_space(CoreObject *self, PyObject *subscription, double timeout)
 {
-    PyObject *subscriptions = Py_XNewRef(self->subscriptions);
-    if (self->blocked || subscriptions == NULL || !PyTuple_CheckExact(subscriptions)
-        || PyTuple_GET_SIZE(subscriptions) == 0) {
-        Py_XDECREF(subscriptions);
-        return PyObject_CallMethod((PyObject *)self, "_publish_locked", "OOO", item, Py_None, Py_None);
+    core_module_state *st = core_state(self);
+    int here = delivering_here_any(st, subscription);
+    if (here != 0) {
+        if (here < 0 || timeout >= 0) {
+            return here < 0 ? -1 : 0;
+        }
+        PyObject *subscriber = subscriber_any(st, subscription);
+        if (subscriber != NULL) {
+            PyErr_Format(st->reentrant_submit_error,
+                         "cannot submit(): the buffer of %R is full and this thread is inside one of its methods, "
+                         "so it could never drain; submit from another thread, use offer(), or deliver on a pool "
+                         "executor",
+                         subscriber);
+            Py_DECREF(subscriber);
+        }
+        return -1;
     }
-    PyObject *saturated = NULL;
+    double deadline = 0.0;
+    if (timeout >= 0) {
+        double now;
+        if (monotonic_now(st, &now) < 0) {
+            return -1;
+        }
+        deadline = now + timeout;
+    }
+    ATOMIC_STORE(self->blocked, PyThread_get_thread_ident());
+    /* The try: on leaving it, await_space_finally. */
+    for (;;) {
+        int space = has_space_any(st, subscription);
+        if (space != 0) {
+            if (space > 0 && self->closed) {
+                closed_error(self, operation_of(timeout));
+            }
+            break;
+        }
+        if (self->closed) {
+            closed_error(self, operation_of(timeout));
+            break;
+        }
+        PyObject *remaining = Py_None;
+        if (timeout >= 0) {
+            double now;
+            if (monotonic_now(st, &now) < 0) {
+                break;
+            }
+            if (deadline - now <= 0) {
+                return await_space_finally(self, st, subscription, NULL); /* the return in the try */
+            }
+            remaining = PyFloat_FromDouble(deadline - now);
+            if (remaining == NULL) {
+                break;
+            }
+        }
+        int waited = wait_for_space_any(st, subscription, remaining);
+        if (remaining != Py_None) {
+            release_keeping_error(remaining);
+        }
+        if (waited < 0) {
+            break;
+        }
+    }
+    return await_space_finally(self, st, subscription, take_exception());
+}
+
+/* The reference's _retry(item, saturated, lag, timeout, on_drop) for the
+   `n` subscriptions `saturated`, which were full: wait for space in each
+   (unless timeout is 0: offer's default), offer again, and if it is still
+   full, retry once more if on_drop (NULL: None) returns true; count a drop
+   otherwise. *lag: the lag so far in, the result out (minus the drops if
+   any). The caller holds the lock and a reference to each subscription. */
+static int
+retry(CoreObject *self, PyObject *item, PyObject *const *saturated, Py_ssize_t n, Py_ssize_t *lag, double timeout,
+      PyObject *on_drop)
+{
+    core_module_state *st = core_state(self);
+    Py_ssize_t drops = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *subscription = saturated[i];
+        Py_ssize_t status;
+        if (timeout != 0 && await_space(self, subscription, timeout) < 0) {
+            return -1;
+        }
+        if (offer_any(st, subscription, item, &status) < 0) {
+            return -1;
+        }
+        if (status == 0 && on_drop != NULL) {
+            PyObject *subscriber = subscriber_any(st, subscription);
+            if (subscriber == NULL) {
+                return -1;
+            }
+            int again = 0;
+            if (subscriber != Py_None) {
+                PyObject *r = PyObject_CallFunctionObjArgs(on_drop, subscriber, item, NULL);
+                again = r == NULL ? -1 : PyObject_IsTrue(r);
+                Py_XDECREF(r);
+            }
+            release_keeping_error(subscriber);
+            if (again < 0 || (again && offer_any(st, subscription, item, &status) < 0)) {
+                return -1;
+            }
+        }
+        if (status == 0) {
+            drops++;
+            if (call_any(subscription, buf_count_drop, st->str_count_drop) < 0) {
+                return -1;
+            }
+        }
+        else if (status > *lag && !drops) {
+            *lag = status;
+        }
+        else if (status < 0 && prune(self) < 0) {
+            return -1;
+        }
+    }
+    if (drops) {
+        *lag = -drops;
+    }
+    return 0;
+}
+
+/* The reference's _publish_to(item, subscriptions, timeout, on_drop): offer
+   `item` to each of `subscriptions` (a tuple), then retry the full ones.
+   The caller holds the lock, no producer holds the turn. */
+static PyObject *
+publish_to(CoreObject *self, PyObject *item, PyObject *subscriptions, double timeout, PyObject *on_drop)
+{
+    core_module_state *st = NULL; /* looked up only for a subscription of the pure-Python core */
+    PyObject *saturated = NULL;   /* a list, made for the first full subscription */
     PyObject *result = NULL;
     Py_ssize_t lag = 0;
     for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(subscriptions); i++) {
@@ -2218,14 +2727,11 @@ core_publish_locked(CoreObject *self, PyObject *item)
                 goto done;
             }
         }
-        else { /* a subscription made while the pure-Python core was selected */
-            PyObject *r = PyObject_CallMethod(subscription, "offer", "O", item);
-            if (r == NULL) {
-                goto done;
+        else {
+            if (st == NULL) {
+                st = core_state(self);
             }
-            status = PyLong_AsSsize_t(r);
-            Py_DECREF(r);
-            if (status == -1 && PyErr_Occurred()) {
+            if (offer_any(st, subscription, item, &status) < 0) {
                 goto done;
             }
         }
@@ -2233,11 +2739,8 @@ core_publish_locked(CoreObject *self, PyObject *item)
             lag = status;
         }
         else if (status == 0) {
-            if (saturated == NULL) {
-                saturated = PyList_New(0);
-                if (saturated == NULL) {
-                    goto done;
-                }
+            if (saturated == NULL && (saturated = PyList_New(0)) == NULL) {
+                goto done;
             }
             if (PyList_Append(saturated, subscription) < 0) {
                 goto done;
@@ -2247,10 +2750,155 @@ core_publish_locked(CoreObject *self, PyObject *item)
             goto done;
         }
     }
-    result = saturated != NULL ? core_retry(self, item, saturated, lag) : PyLong_FromSsize_t(lag);
+    if (saturated != NULL
+        && retry(self, item, PySequence_Fast_ITEMS(saturated), PyList_GET_SIZE(saturated), &lag, timeout, on_drop)
+               < 0) {
+        goto done;
+    }
+    result = PyLong_FromSsize_t(lag);
 done:
     Py_XDECREF(saturated);
+    return result;
+}
+
+/* The reference's _publish_locked(item, timeout, on_drop), for an item that
+   is not None: wait for the turn, then publish. The caller holds the lock. */
+static PyObject *
+publish_locked(CoreObject *self, PyObject *item, double timeout, PyObject *on_drop)
+{
+    if (ATOMIC_LOAD(self->blocked) && wait_turn(self, timeout) < 0) {
+        return NULL;
+    }
+    PyObject *subscriptions = subscriptions_of(self, operation_of(timeout));
+    if (subscriptions == NULL) {
+        return NULL;
+    }
+    PyObject *result;
+    if (PyTuple_GET_SIZE(subscriptions) == 0) {
+        result = self->closed ? (closed_error(self, operation_of(timeout)), NULL) : PyLong_FromLong(0);
+    }
+    else {
+        result = publish_to(self, item, subscriptions, timeout, on_drop);
+    }
     Py_DECREF(subscriptions);
+    return result;
+}
+
+/* The reference's _recover(lock): after an exception cut a producer call
+   short, before it releases `lock`. Takes `lock` again if an interrupt
+   inside Condition.wait lost it, wakes the producers waiting for the turn
+   if that wait held it, and resumes every subscription (starts the task for
+   items left waiting). The caller holds `lock` or lost it so. */
+static int
+recover(CoreObject *self, PyObject *lock)
+{
+    core_module_state *st = core_state(self);
+    int owned = lock_is_mine(self, lock);
+    if (owned < 0 || (!owned && lock_take_blocking(self, lock) < 0)) {
+        return -1;
+    }
+    if (self->turn_waiters && !ATOMIC_LOAD(self->blocked) && notify_turn(self) < 0) {
+        return -1;
+    }
+    if (self->subscriptions == NULL) { /* unset only if __init__ did not run */
+        return 0;
+    }
+    PyObject *iterator = PyObject_GetIter(self->subscriptions);
+    if (iterator == NULL) {
+        return -1;
+    }
+    PyObject *subscription;
+    while ((subscription = PyIter_Next(iterator)) != NULL) {
+        int r = call_any(subscription, buf_resume, st->str_resume);
+        Py_DECREF(subscription);
+        if (r < 0) {
+            break;
+        }
+    }
+    Py_DECREF(iterator);
+    return PyErr_Occurred() ? -1 : 0;
+}
+
+/* The end of a producer call that took `lock` (a reference the caller
+   owns, given up here) and got `result` (NULL if it raised): the
+   reference's `except BaseException: self._recover(lock); raise` and
+   `finally: lock.release()`. */
+static PyObject *
+leave(CoreObject *self, PyObject *lock, PyObject *result)
+{
+    PyObject *exc = NULL;
+    if (result == NULL) {
+        exc = take_exception();
+        if (recover(self, lock) < 0) {
+            chain_exception(exc);
+            exc = take_exception();
+        }
+    }
+    if (lock_give(self, lock) < 0) {
+        raise_chained(exc);
+        Py_CLEAR(result);
+    }
+    else if (exc != NULL) {
+        restore_exception(exc);
+    }
+    if (result != NULL) {
+        Py_DECREF(lock); /* no exception to keep */
+    }
+    else {
+        release_keeping_error(lock);
+    }
+    return result;
+}
+
+/* The reference's _publish(item, timeout, on_drop): submit with a negative
+   timeout (None), offer with one of 0 or more. */
+static PyObject *
+publish(CoreObject *self, PyObject *item, double timeout, PyObject *on_drop)
+{
+    if (item == Py_None) {
+        return none_item_error(self);
+    }
+    if (self->lock == NULL) {
+        unset_slot(self, "_lock");
+        return NULL;
+    }
+    PyObject *lock = Py_NewRef(self->lock); /* Python code runs: _lock may be replaced meanwhile */
+    if (lock_take(self, lock) < 0) {
+        release_keeping_error(lock);
+        return NULL;
+    }
+    return leave(self, lock, publish_locked(self, item, timeout, on_drop));
+}
+
+/* The reference's _offer_each(subscription, part) for part = chunk[start:stop]:
+   offer the items one by one, waiting for space as submit does; the rest
+   goes nowhere if the subscription closes. The caller holds the lock. */
+static int
+offer_each(CoreObject *self, PyObject *subscription, PyObject *chunk, Py_ssize_t start, Py_ssize_t stop)
+{
+    core_module_state *st = core_state(self);
+    PyObject *part = PyList_GetSlice(chunk, start, stop); /* the reference's part: a list of its own */
+    if (part == NULL) {
+        return -1;
+    }
+    int result = 0;
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(part); i++) {
+        PyObject *item = PyList_GET_ITEM(part, i); /* borrowed: `part` is not shared, and unchanged */
+        Py_ssize_t status, lag = 0;
+        if (offer_any(st, subscription, item, &status) < 0) {
+            result = -1;
+            break;
+        }
+        if (status == 0 && retry(self, item, &subscription, 1, &lag, -1.0, NULL) < 0) {
+            result = -1;
+            break;
+        }
+        if (status < 0) {
+            result = prune(self);
+            break;
+        }
+    }
+    release_keeping_error(part);
     return result;
 }
 
@@ -2269,7 +2917,6 @@ room_in(PyObject *subscription)
     Py_DECREF(r);
     return room;
 }
-
 /* Whether chunk still holds `stop` items; else -1 with an exception set.
    Only a direct caller of the private _publish_chunk could have changed it:
    submit_many's chunk is its own. Looked at after any Python code ran. */
@@ -2309,33 +2956,26 @@ extend_any(PyObject *subscription, PyObject *chunk, Py_ssize_t start, Py_ssize_t
     return status == -1 && PyErr_Occurred() ? -2 : status;
 }
 
+
 /* One pass of the reference's _publish_chunk loop at chunk[done:end]:
    returns the new `done`, or -1 with an exception set. */
 static Py_ssize_t
 publish_part(CoreObject *self, PyObject *chunk, Py_ssize_t done, Py_ssize_t end)
 {
-    if (self->blocked) {
-        PyObject *r = PyObject_CallMethod((PyObject *)self, "_wait_turn", "O", Py_None);
-        if (r == NULL) {
-            return -1;
-        }
-        Py_DECREF(r);
-    }
-    if (self->subscriptions == NULL || !PyTuple_CheckExact(self->subscriptions)) {
-        PyErr_SetString(PyExc_TypeError, "_publish_chunk(): _subscriptions must be a tuple");
+    if (ATOMIC_LOAD(self->blocked) && wait_turn(self, -1.0) < 0) {
         return -1;
     }
-    PyObject *subscriptions = Py_NewRef(self->subscriptions);
+    PyObject *subscriptions = subscriptions_of(self, "_publish_chunk");
+    if (subscriptions == NULL) {
+        return -1;
+    }
     Py_ssize_t n = PyTuple_GET_SIZE(subscriptions), room = PY_SSIZE_T_MAX, result = -1;
     if (n == 0) {
         if (!self->closed) {
             result = end; /* as submit() with no subscribers: the items go nowhere */
-            goto done;
         }
-        PyObject *error = PyObject_CallMethod((PyObject *)self, "_closed_error", "s", "submit");
-        if (error != NULL) {
-            PyErr_SetObject((PyObject *)Py_TYPE(error), error);
-            Py_DECREF(error);
+        else {
+            closed_error(self, "submit");
         }
         goto done;
     }
@@ -2353,7 +2993,7 @@ publish_part(CoreObject *self, PyObject *chunk, Py_ssize_t done, Py_ssize_t end)
             goto done;
         }
         PyObject *item = Py_NewRef(PyList_GET_ITEM(chunk, done));
-        PyObject *r = core_publish_locked(self, item);
+        PyObject *r = publish_locked(self, item, -1.0, NULL);
         Py_DECREF(item);
         if (r != NULL) {
             Py_DECREF(r);
@@ -2369,16 +3009,9 @@ publish_part(CoreObject *self, PyObject *chunk, Py_ssize_t done, Py_ssize_t end)
             goto done;
         }
         if (status == 0) { /* it filled meanwhile: see the reference's _offer_each */
-            PyObject *part = PyList_GetSlice(chunk, done, stop);
-            if (part == NULL) {
+            if (offer_each(self, subscription, chunk, done, stop) < 0) {
                 goto done;
             }
-            PyObject *r = PyObject_CallMethod((PyObject *)self, "_offer_each", "OO", subscription, part);
-            Py_DECREF(part);
-            if (r == NULL) {
-                goto done;
-            }
-            Py_DECREF(r);
         }
         else if (status < 0 && prune(self) < 0) {
             goto done;
@@ -2425,23 +3058,27 @@ core_publish_chunk(PyObject *op, PyObject *const *args, Py_ssize_t nargs)
     Py_RETURN_NONE;
 }
 
+/* The reference's submit: _publish(item, None, None), with a fast path. */
 static PyObject *
 core_submit(PyObject *op, PyObject *item)
 {
     CoreObject *self = (CoreObject *)op;
     if (item == Py_None) {
-        PyErr_SetString(PyExc_TypeError, "item must not be None (rule 2.13)");
-        return NULL;
+        return none_item_error(self);
     }
     PyObject *lock = self->lock;
-    if (lock == NULL || !is_producer_lock(lock)) { /* made while the pure-Python core was selected */
-        return core_publish_python(op, item);
+    if (lock == NULL) {
+        unset_slot(self, "_lock");
+        return NULL;
+    }
+    if (!is_producer_lock(lock)) { /* made while the pure-Python core was selected: a threading.RLock */
+        return publish(self, item, -1.0, NULL);
     }
     LockObject *producer_lock = (LockObject *)lock;
     unsigned long me = PyThread_get_thread_ident();
 #ifndef Py_GIL_DISABLED
     if (producer_lock->owner != 0 && producer_lock->owner != me) {
-        return core_publish_python(op, item); /* contended: the reference yields, then blocks */
+        return publish(self, item, -1.0, NULL); /* contended: yield, then block (_acquire_contended) */
     }
     /* The fast path, one section: no producer holds the lock but this
        thread, none waits for space, and every subscription takes the item
@@ -2472,34 +3109,57 @@ core_submit(PyObject *op, PyObject *item)
         }
     }
 #endif
-    /* Without the GIL, no fast path: the lock is taken first, and the
-       reference's blocking acquire if another thread holds it. */
+    /* Without the GIL, no fast path: the lock is taken first, and waited
+       for as the reference's _acquire_contended does if another thread
+       holds it (publish). */
     int taken = lock_try_enter(producer_lock, me);
     if (taken <= 0) { /* held by another thread (with the GIL: one that has yet to set owner) */
-        return taken < 0 ? NULL : core_publish_python(op, item);
+        return taken < 0 ? NULL : publish(self, item, -1.0, NULL);
     }
-    PyObject *result = core_publish_locked(self, item);
-    if (result == NULL && ATOMIC_LOAD(producer_lock->owner) != me) {
-        /* An interrupt came inside Condition.wait (the reference's, on a
-           full buffer) after it released the lock: the reference's except,
-           _recover, takes the lock back, hands the turn on, and starts the
-           tasks of items left waiting. Every other error leaves the lock
-           held and the subscriptions consistent: this code runs no Python
-           code between two steps of an offer. */
-        PyObject *exc = take_exception();
-        PyObject *r = PyObject_CallMethod(op, "_recover", "O", lock);
-        if (r == NULL) {
-            chain_exception(exc);
+    Py_INCREF(lock); /* Python code runs: _lock may be replaced meanwhile */
+    return leave(self, lock, publish_locked(self, item, -1.0, NULL));
+}
+
+/* The reference's offer(item, on_drop=None, *, timeout=None). */
+static PyObject *
+core_offer(PyObject *op, PyObject *args, PyObject *kwargs)
+{
+    static char *keywords[] = {"item", "on_drop", "timeout", NULL};
+    CoreObject *self = (CoreObject *)op;
+    PyObject *item, *on_drop = Py_None, *timeout = Py_None;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|O$O:offer", keywords, &item, &on_drop, &timeout)) {
+        return NULL;
+    }
+    if (on_drop != Py_None && !PyCallable_Check(on_drop)) { /* inline: offer() is a per-item path */
+        PyErr_Format(PyExc_TypeError, "on_drop must be callable or None, got %R", on_drop);
+        return NULL;
+    }
+    double seconds = 0.0;
+    if (timeout != Py_None) {
+        /* check_timeout(timeout, negative_is_zero=True): a float, 0 or more */
+        core_module_state *st = core_state(self);
+        PyObject *call[2] = {timeout, Py_True};
+        PyObject *checked = PyObject_Vectorcall(st->check_timeout, call, 1, st->negative_is_zero);
+        if (checked == NULL) {
+            return NULL;
         }
-        else {
-            Py_DECREF(r);
-            restore_exception(exc);
+        seconds = PyFloat_AsDouble(checked);
+        Py_DECREF(checked);
+        if (seconds == -1.0 && PyErr_Occurred()) {
+            return NULL;
         }
     }
-    if (ATOMIC_LOAD(producer_lock->owner) == me) { /* not if even _recover could not take it back */
-        lock_exit(producer_lock);
+    return publish(self, item, seconds, on_drop == Py_None ? NULL : on_drop);
+}
+
+/* The reference's _recover(lock), for submit_many's loop. */
+static PyObject *
+core_recover(PyObject *op, PyObject *lock)
+{
+    if (recover((CoreObject *)op, lock) < 0) {
+        return NULL;
     }
-    return result;
+    Py_RETURN_NONE;
 }
 
 static PyObject *
@@ -2525,6 +3185,7 @@ core_traverse(PyObject *op, visitproc visit, void *arg)
     Py_VISIT(self->lock);
     Py_VISIT(self->subscriptions);
     Py_VISIT(self->turn);
+    Py_VISIT(self->closed_exception);
     return 0;
 }
 
@@ -2535,6 +3196,7 @@ core_clear(PyObject *op)
     Py_CLEAR(self->lock);
     Py_CLEAR(self->subscriptions);
     Py_CLEAR(self->turn);
+    Py_CLEAR(self->closed_exception);
     return 0;
 }
 
@@ -2554,6 +3216,11 @@ static PyMethodDef core_methods[] = {
     {"_publish_chunk", (PyCFunction)(void (*)(void))core_publish_chunk, METH_FASTCALL,
      PyDoc_STR("_publish_chunk(chunk, end)\n--\n\nThe compiled SubmissionPublisher._publish_chunk; see the "
                "reference.")},
+    {"offer", (PyCFunction)(void (*)(void))core_offer, METH_VARARGS | METH_KEYWORDS,
+     PyDoc_STR("offer($self, /, item, on_drop=None, *, timeout=None)\n--\n\nThe compiled "
+               "SubmissionPublisher.offer; see the reference.")},
+    {"_recover", core_recover, METH_O,
+     PyDoc_STR("_recover($self, lock, /)\n--\n\nThe compiled SubmissionPublisher._recover; see the reference.")},
     {NULL, NULL, 0, NULL},
 };
 
@@ -2570,6 +3237,8 @@ static PyMemberDef core_members[] = {
      PyDoc_STR("Ident of the producer waiting for space, holding the turn; 0 if none.")},
     {"_closed", Py_T_BOOL, offsetof(CoreObject, closed), 0,
      PyDoc_STR("Whether close or close_exceptionally was called.")},
+    {"_closed_exception", Py_T_OBJECT_EX, offsetof(CoreObject, closed_exception), 0,
+     PyDoc_STR("The error given to close_exceptionally, or None.")},
     {NULL, 0, 0, 0, NULL},
 };
 
@@ -2577,7 +3246,8 @@ PyDoc_STRVAR(core_doc,
 "PublisherCore()\n"
 "--\n\n"
 "The base of SubmissionPublisher when the compiled core is built: the state\n"
-"submit reads, as slots, and the compiled submit.");
+"its producers use, as slots, and the compiled producer path (submit, offer,\n"
+"_publish_chunk, _recover).");
 
 static PyType_Slot core_slots[] = {
     {Py_tp_doc, (void *)core_doc},
@@ -2634,6 +3304,71 @@ intern_into(PyObject **slot, const char *name)
     return *slot == NULL ? -1 : 0;
 }
 
+/* `module_name`.`name`, a new reference, or NULL with an exception set. */
+static PyObject *
+import_from(const char *module_name, const char *name)
+{
+    PyObject *module = PyImport_ImportModule(module_name);
+    if (module == NULL) {
+        return NULL;
+    }
+    PyObject *attribute = PyObject_GetAttrString(module, name);
+    Py_DECREF(module);
+    return attribute;
+}
+
+/* Fill the publisher core's part of the module state (core_module_state), once. */
+static int
+core_exec(core_module_state *st)
+{
+    if ((st->closed_publisher_error = import_from("flowpy.errors", "ClosedPublisherError")) == NULL
+        || (st->reentrant_submit_error = import_from("flowpy.errors", "ReentrantSubmitError")) == NULL
+        || (st->check_timeout = import_from("flowpy._checks", "check_timeout")) == NULL
+        || (st->none_error = import_from("flowpy._checks", "none_error")) == NULL
+        || (st->sleep = import_from("time", "sleep")) == NULL
+        || (st->monotonic = import_from("time", "monotonic")) == NULL
+        || (st->zero = PyLong_FromLong(0)) == NULL
+        || intern_into(&st->str_offer, "offer") < 0
+        || intern_into(&st->str_has_space, "has_space") < 0
+        || intern_into(&st->str_wait_for_space, "wait_for_space") < 0
+        || intern_into(&st->str_stop_waiting, "stop_waiting") < 0
+        || intern_into(&st->str_count_drop, "count_drop") < 0
+        || intern_into(&st->str_resume, "resume") < 0
+        || intern_into(&st->str_delivering_here, "delivering_here") < 0
+        || intern_into(&st->str_is_closed, "is_closed") < 0
+        || intern_into(&st->str_subscriber, "subscriber") < 0
+        || intern_into(&st->str_is_owned, "_is_owned") < 0
+        || intern_into(&st->str_wait, "wait") < 0
+        || intern_into(&st->str_notify, "notify_all") < 0
+        || intern_into(&st->str_acquire, "acquire") < 0
+        || intern_into(&st->str_release, "release") < 0) {
+        return -1;
+    }
+    st->negative_is_zero = Py_BuildValue("(s)", "negative_is_zero");
+    if (st->negative_is_zero == NULL) {
+        return -1;
+    }
+    /* _CONTENDED_YIELDS: 16 if getattr(sys, "_is_gil_enabled", lambda: True)() else 0 */
+    st->contended_yields = 16;
+    PyObject *gil_enabled = import_from("sys", "_is_gil_enabled");
+    if (gil_enabled == NULL) {
+        if (!PyErr_ExceptionMatches(PyExc_AttributeError)) {
+            return -1;
+        }
+        PyErr_Clear();
+        return 0;
+    }
+    PyObject *enabled = PyObject_CallNoArgs(gil_enabled);
+    Py_DECREF(gil_enabled);
+    int truth = enabled == NULL ? -1 : PyObject_IsTrue(enabled);
+    Py_XDECREF(enabled);
+    if (truth < 0) {
+        return -1;
+    }
+    st->contended_yields = truth ? 16 : 0;
+    return 0;
+}
+
 static int
 cbuffered_exec(PyObject *module)
 {
@@ -2679,7 +3414,7 @@ cbuffered_exec(PyObject *module)
     }
     int added = PyModule_AddObjectRef(module, "MAX_DEMAND", max_demand);
     Py_DECREF(max_demand);
-    return added;
+    return added < 0 ? -1 : core_exec(&((cbuffered_state *)st)->core);
 }
 
 static int
@@ -2687,6 +3422,13 @@ cbuffered_traverse(PyObject *module, visitproc visit, void *arg)
 {
     module_state *st = (module_state *)PyModule_GetState(module);
     Py_VISIT(st->type);
+    core_module_state *core = &((cbuffered_state *)st)->core;
+    Py_VISIT(core->closed_publisher_error);
+    Py_VISIT(core->reentrant_submit_error);
+    Py_VISIT(core->check_timeout);
+    Py_VISIT(core->none_error);
+    Py_VISIT(core->sleep);
+    Py_VISIT(core->monotonic);
     return 0;
 }
 
@@ -2703,6 +3445,29 @@ cbuffered_clear(PyObject *module)
     Py_CLEAR(st->str_release);
     Py_CLEAR(st->str_notify_all);
     Py_CLEAR(st->str_wait);
+    core_module_state *core = &((cbuffered_state *)st)->core;
+    Py_CLEAR(core->closed_publisher_error);
+    Py_CLEAR(core->reentrant_submit_error);
+    Py_CLEAR(core->check_timeout);
+    Py_CLEAR(core->none_error);
+    Py_CLEAR(core->sleep);
+    Py_CLEAR(core->monotonic);
+    Py_CLEAR(core->negative_is_zero);
+    Py_CLEAR(core->zero);
+    Py_CLEAR(core->str_offer);
+    Py_CLEAR(core->str_has_space);
+    Py_CLEAR(core->str_wait_for_space);
+    Py_CLEAR(core->str_stop_waiting);
+    Py_CLEAR(core->str_count_drop);
+    Py_CLEAR(core->str_resume);
+    Py_CLEAR(core->str_delivering_here);
+    Py_CLEAR(core->str_is_closed);
+    Py_CLEAR(core->str_subscriber);
+    Py_CLEAR(core->str_is_owned);
+    Py_CLEAR(core->str_wait);
+    Py_CLEAR(core->str_notify);
+    Py_CLEAR(core->str_acquire);
+    Py_CLEAR(core->str_release);
     return 0;
 }
 
@@ -2731,7 +3496,7 @@ static struct PyModuleDef cbuffered_module = {
     PyModuleDef_HEAD_INIT,
     .m_name = "flowpy._cbuffered",
     .m_doc = cbuffered_doc,
-    .m_size = sizeof(module_state),
+    .m_size = sizeof(cbuffered_state),
     .m_methods = cbuffered_functions,
     .m_slots = cbuffered_slots,
     .m_traverse = cbuffered_traverse,

@@ -82,12 +82,24 @@ class ProducerLock:
     def _at_fork_reinit(self) -> None: ...
 
 class PublisherCore:
-    """The base of SubmissionPublisher with the compiled core: the producer state in slots, and submit."""
+    """The base of SubmissionPublisher with the compiled core: the producer state in slots, and the producer path."""
 
     _lock: Any
     _subscriptions: tuple[Any, ...]
+    _turn: threading.Condition
+    _turn_waiters: int
     _blocked: int
     _closed: bool
+    _closed_exception: BaseException | None
     def submit(self, item: Any, /) -> int: ...
+    def offer(
+        self,
+        item: Any,
+        on_drop: Callable[[Subscriber[Any], Any], bool] | None = None,
+        *,
+        timeout: float | None = None,
+    ) -> int: ...
+    def _publish_chunk(self, chunk: list[Any], end: int, /) -> None: ...
+    def _recover(self, lock: Any, /) -> None: ...
 
 def first_none(items: list[Any], /) -> int: ...

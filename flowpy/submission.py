@@ -851,7 +851,7 @@ else:
 
 if _CPublisherCore is not None:
 
-    class _CSubmissionPublisher(_CPublisherCore, _PySubmissionPublisher[T]):
+    class _CSubmissionPublisher(_CPublisherCore, _SubmissionPublisherBase[T]):
         """SubmissionPublisher on the compiled core: the producer path of ``PublisherCore`` in C.
 
         Its subscriptions are the compiled ``BufferedSubscription``, its
@@ -862,7 +862,7 @@ if _CPublisherCore is not None:
         _lock_type = staticmethod(cast(Any, _impl.CProducerLock))
         _first_none = staticmethod(cast(Any, _impl.c_first_none))
 
-    TWINS["c"] = _CSubmissionPublisher
+    TWINS["c"] = cast(Any, _CSubmissionPublisher)  # the same interface as the reference (tests/test_core_parity.py)
 
 if TYPE_CHECKING:
     SubmissionPublisher = _PySubmissionPublisher
