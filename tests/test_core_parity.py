@@ -27,7 +27,7 @@ pytestmark = pytest.mark.skipif(not_built_reason() is not None, reason=str(not_b
 STUB = Path(flowpy.__file__).parent / "_cbuffered.pyi"
 
 Shape = tuple[tuple[str, str, bool], ...] | str
-"""A method's parameters as (name, kind, has a default), or ``"attribute"`` for data."""
+"""A method's parameters but ``self`` as (name, kind, has a default), or ``"attribute"`` for data."""
 
 # Private names that are part of the interface between the cores' parts: the
 # executor runs a subscription's task as `_run()`; the state word is read by tests.
@@ -63,7 +63,7 @@ def _stub_shape(node: ast.AST) -> Shape:
     ]
     if args.kwarg is not None:
         shape.append((args.kwarg.arg, _KINDS["kwarg"], False))
-    return tuple(shape)
+    return tuple(shape[1:])  # without self: how it is passed is not the caller's concern
 
 
 def stub() -> tuple[dict[str, dict[str, Shape]], set[str]]:
@@ -97,7 +97,10 @@ def shape_of(owner: type, name: str) -> Shape:
         signature = inspect.signature(member)
     except ValueError:
         pytest.fail(f"{owner.__qualname__}.{name} has no signature (a C method needs one in its docstring)")
-    return tuple((p.name, p.kind.name, p.default is not inspect.Parameter.empty) for p in signature.parameters.values())
+    parameters = list(signature.parameters.values())
+    if parameters and parameters[0].name == "self":
+        del parameters[0]  # as in _stub_shape
+    return tuple((p.name, p.kind.name, p.default is not inspect.Parameter.empty) for p in parameters)
 
 
 def interface(cls: type, protocol: frozenset[str], skip: frozenset[str] = frozenset()) -> set[str]:
