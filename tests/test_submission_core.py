@@ -507,3 +507,19 @@ def test_interpreters_started_by_a_test_use_the_same_core(core: Core) -> None:
     code = "import flowpy; print(flowpy.implementation)"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
     assert done.stdout.strip() == core.name
+
+
+def test_request_takes_n_by_position_or_by_name_as_subscription_request_does(core: Core) -> None:
+    subscription = core.BufferedSubscription(Recorder(), ManualExecutor().execute, 4, None, threading.Condition())
+    subscription.request(n=3)
+    subscription.request(2)
+    assert subscription.estimate_demand() == 5
+    for call, message in [
+        (lambda: subscription.request(), "argument"),
+        (lambda: subscription.request(1, 2), "argument"),
+        (lambda: subscription.request(1, n=2), "argument"),
+        (lambda: subscription.request(m=1), "'m'"),
+    ]:
+        with pytest.raises(TypeError, match=message):
+            call()
+    assert subscription.estimate_demand() == 5
