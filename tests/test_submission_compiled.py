@@ -1,23 +1,37 @@
-"""The compiled producer path: ProducerLock, PublisherCore (submit, offer, _publish_chunk, _recover) and first_none.
+"""The compiled core's own parts: ProducerLock, PublisherCore (submit, offer, _publish_chunk, _recover), first_none
+and the compiled subscription's state word.
 
 These parts exist only in flowpy/_cbuffered.c; the behaviour they share with
-the pure-Python reference is tested for both cores by the core modules
-(tests/core_impl.py). Here: the lock's own contract, the compiled path's
-error paths, and scenarios run on both cores side by side, the compiled one
-with a subclass whose Python producer methods fail (the compiled path calls
-none of them), including stand-in subscriptions whose every step must be
-called in the reference's order with the reference's outcome.
+the pure-Python reference is tested for both cores by the tests that ask for
+the ``core`` fixture (tests/core_impl.py). Here:
+
+- the lock's own contract, and first_none;
+- on publishers of the compiled twin (``CORES["c"].SubmissionPublisher``,
+  the ``compiled`` fixture): the producer path's error paths, with stand-in
+  subscriptions, executors and subscribers that raise, and allocation
+  failures injected one at a time;
+- subscriptions of either core under the producer path of either twin
+  (:func:`subscribe_with`);
+- scenarios run on each core (the ``core`` fixture): blocked producers,
+  close, offer and on_drop, submit_many, re-entrant calls, interrupts and
+  failing notifies and prunes, the compiled twin made by :func:`strict`,
+  whose Python producer methods fail, so the compiled path provably calls no
+  method of the publisher by name;
+- stand-in subscriptions whose every step the compiled path must call in the
+  reference's order, with the reference's result or exception chain;
+- the compiled subscription's state word (``_ctl``, ``CTL_BITS``).
 """
 
 from __future__ import annotations
 
 import copy
+import functools
+import importlib
 import re
 import signal
 import sys
 import threading
 import weakref
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -25,24 +39,59 @@ import pytest
 from flowpy import _impl
 from flowpy.errors import ClosedPublisherError, ReentrantSubmitError
 from flowpy.executors import direct_executor
-from flowpy.submission import SubmissionPublisher, core_name
+from flowpy.submission import TWINS, SubmissionPublisher
+from tests.core_impl import CORES, Core, not_built_reason
 from tests.support import ManualExecutor, Recorder, wait_until_waiting
 
-pytestmark = pytest.mark.skipif(_impl.CProducerLock is None, reason="compiled core not built")
+pytestmark = pytest.mark.skipif("c" not in CORES, reason=str(not_built_reason()))
 
 MAX = 2**63 - 1
+
+PublisherClass = type[SubmissionPublisher[Any]]
+
+REFERENCE_PRODUCER_METHODS = (
+    "_publish",
+    "_publish_locked",
+    "_publish_to",
+    "_retry",
+    "_await_space",
+    "_wait_turn",
+    "_offer_each",
+    "_closed_error",
+)
+"""The reference twin's Python helpers of its producer path, which the compiled twin does in C."""
 
 
 @pytest.fixture
 def lock() -> Any:
-    assert _impl.CProducerLock is not None
-    return _impl.CProducerLock()
+    return CORES["c"].ProducerLock()
 
 
 @pytest.fixture
-def compiled() -> Iterator[None]:
-    with _impl.using("c"):
-        yield
+def compiled() -> PublisherClass:
+    """The SubmissionPublisher of the compiled core."""
+    return CORES["c"].SubmissionPublisher
+
+
+def twin_of(core: Core) -> PublisherClass:
+    """The twin of ``core`` that scenarios run on: the reference, or the compiled one as :func:`strict` makes it."""
+    return strict(core) if core.name == "c" else core.SubmissionPublisher
+
+
+def subscribe_with(publisher: SubmissionPublisher[Any], core: str, subscriber: Any) -> None:
+    """Subscribe ``subscriber`` to ``publisher`` through a subscription of ``core``, whichever core the publisher is on.
+
+    Each twin builds only its own core's subscriptions; this swaps the
+    publisher's subscription class for one ``subscribe``. The producer paths
+    take any object with the subscription's interface (the compiled one calls
+    the methods of what is not its own BufferedSubscription), and the tests
+    that use this check them with the other core's real one.
+    """
+    publisher._subscription_type = CORES[core].BufferedSubscription  # type: ignore[misc]
+    try:
+        publisher.subscribe(subscriber)
+    finally:
+        del publisher._subscription_type
 
 
 def in_thread(fn: Any) -> Any:
@@ -125,11 +174,10 @@ def test_lock_acquire_propagates_what_the_truth_test_of_blocking_raises(lock: An
 
 
 def test_lock_takes_no_constructor_arguments() -> None:
-    assert _impl.CProducerLock is not None
     with pytest.raises(TypeError, match=r"^ProducerLock\(\) takes no arguments$"):
-        _impl.CProducerLock(1)
+        CORES["c"].ProducerLock(1)  # type: ignore[call-arg]
     with pytest.raises(TypeError, match=r"^ProducerLock\(\) takes no arguments$"):
-        _impl.CProducerLock(blocking=True)
+        CORES["c"].ProducerLock(blocking=True)  # type: ignore[call-arg]
 
 
 def test_lock_acquire_restore_checks_the_state(lock: Any) -> None:
@@ -217,18 +265,20 @@ def test_lock_repr_and_weak_reference(lock: Any) -> None:
 # --- PublisherCore.submit --------------------------------------------------------------------
 
 
-def test_a_compiled_publisher_has_the_compiled_lock_and_submit(compiled: None) -> None:
-    assert core_name() == "c"
-    publisher: SubmissionPublisher[int] = SubmissionPublisher(ManualExecutor())
+def test_a_compiled_publisher_has_the_compiled_lock_and_submit(compiled: PublisherClass) -> None:
+    assert compiled is TWINS["c"] and not issubclass(compiled, TWINS["python"])
+    publisher: SubmissionPublisher[int] = compiled(ManualExecutor())
     assert type(publisher._lock) is _impl.CProducerLock
     assert isinstance(publisher, _impl.CPublisherCore)
     for name in ("submit", "offer", "_publish_chunk", "_recover"):
         assert getattr(type(publisher), name) is _impl.CPublisherCore.__dict__[name]
+    for name in REFERENCE_PRODUCER_METHODS:  # the reference's helpers: the compiled twin has none of them
+        assert callable(vars(TWINS["python"])[name]) and not hasattr(compiled, name)
 
 
-def test_lock_free_submit_fills_every_buffer_and_returns_the_largest_lag(compiled: None) -> None:
+def test_lock_free_submit_fills_every_buffer_and_returns_the_largest_lag(compiled: PublisherClass) -> None:
     executor = ManualExecutor()
-    publisher: SubmissionPublisher[int] = SubmissionPublisher(executor, 8)
+    publisher: SubmissionPublisher[int] = compiled(executor, 8)
     first, second = Recorder(), Recorder()
     publisher.subscribe(first)
     publisher.subscribe(second)
@@ -245,38 +295,34 @@ def test_lock_free_submit_fills_every_buffer_and_returns_the_largest_lag(compile
     publisher.close()
 
 
-def test_publishers_and_subscriptions_of_either_core_work_under_the_other() -> None:
-    with _impl.using("python"):
-        executor = ManualExecutor()
-        python_made: SubmissionPublisher[int] = SubmissionPublisher(executor)
-        early = Recorder(initial=MAX)
-        python_made.subscribe(early)
-    with _impl.using("c"):
-        late = Recorder(initial=MAX)
-        python_made.subscribe(late)  # a compiled subscription beside a Python one
-        compiled_made: SubmissionPublisher[int] = SubmissionPublisher(executor)
-        compiled_made.subscribe(Recorder(initial=MAX))
-        executor.run_all()
-        assert python_made.submit(1) == 1  # the compiled submit over a threading.RLock: the Python path
-        executor.run_all()
-    with _impl.using("python"):
-        assert compiled_made.submit(2) == 1  # the reference submit over the compiled lock
-        assert python_made.submit(3) == 1
-    with _impl.using("c"):
-        publisher: SubmissionPublisher[int] = SubmissionPublisher(executor)
-        mixed = Recorder(initial=MAX)
-    with _impl.using("python"):
-        publisher.subscribe(mixed)  # a Python subscription in a compiled publisher
-    with _impl.using("c"):
-        executor.run_all()
-        assert publisher.submit(4) == 1  # offered through its Python offer()
-        executor.run_all()
-    assert early.items == late.items == [1, 3]
-    assert mixed.items == [4]
-    for each in (python_made, compiled_made, publisher):
-        each.close()
+def either_core_under_either_twin(capacity: int) -> tuple[ManualExecutor, list[Any], list[Recorder]]:
+    """A publisher of each core, each with a subscription of each core; their recorders request everything."""
+    executor = ManualExecutor()
+    publishers: list[Any] = [CORES[twin].SubmissionPublisher(executor, capacity) for twin in ("python", "c")]
+    recorders: list[Recorder] = []
+    for publisher in publishers:
+        for core in ("python", "c"):
+            recorders.append(Recorder(initial=MAX))
+            subscribe_with(publisher, core, recorders[-1])
+        assert [type(each) for each in publisher._subscriptions] == [
+            CORES["python"].BufferedSubscription,
+            CORES["c"].BufferedSubscription,
+        ]
     executor.run_all()
-    assert early.completed and late.completed and mixed.completed
+    return executor, publishers, recorders
+
+
+def test_subscriptions_of_either_core_work_under_either_twin() -> None:
+    executor, publishers, recorders = either_core_under_either_twin(16)
+    for publisher in publishers:
+        assert publisher.submit(1) == 1  # the compiled submit offers to a Python subscription through offer()
+        assert publisher.submit(2) == 2
+    executor.run_all()
+    for publisher in publishers:
+        publisher.close()
+    executor.run_all()
+    for recorder in recorders:
+        assert recorder.items == [1, 2] and recorder.completed and recorder.violations == []
 
 
 class StandIn:
@@ -361,9 +407,9 @@ def assert_lock_free(publisher: SubmissionPublisher[Any]) -> None:
     ],
 )
 def test_a_failing_offer_propagates_and_releases_the_lock(
-    compiled: None, outcome: Any, error: type[BaseException], message: str
+    compiled: PublisherClass, outcome: Any, error: type[BaseException], message: str
 ) -> None:
-    publisher: SubmissionPublisher[int] = SubmissionPublisher(ManualExecutor())
+    publisher: SubmissionPublisher[int] = compiled(ManualExecutor())
     subscription = StandIn(offer=outcome)
     publisher._subscriptions = (subscription,)  # type: ignore[assignment]
     with pytest.raises(error, match=message):
@@ -372,9 +418,9 @@ def test_a_failing_offer_propagates_and_releases_the_lock(
     assert subscription.calls == ["offer", "resume"]  # _recover resumed it
 
 
-def test_a_closed_subscription_is_pruned_and_the_item_goes_to_the_rest(compiled: None) -> None:
+def test_a_closed_subscription_is_pruned_and_the_item_goes_to_the_rest(compiled: PublisherClass) -> None:
     executor = ManualExecutor()
-    publisher: SubmissionPublisher[int] = SubmissionPublisher(executor)
+    publisher: SubmissionPublisher[int] = compiled(executor)
     staying, leaving = Recorder(initial=MAX), Recorder(initial=MAX)
     publisher.subscribe(staying)
     publisher.subscribe(leaving)
@@ -389,8 +435,8 @@ def test_a_closed_subscription_is_pruned_and_the_item_goes_to_the_rest(compiled:
     publisher.close()
 
 
-def test_submit_without_subscribers_or_closed(compiled: None) -> None:
-    publisher: SubmissionPublisher[int] = SubmissionPublisher(ManualExecutor())
+def test_submit_without_subscribers_or_closed(compiled: PublisherClass) -> None:
+    publisher: SubmissionPublisher[int] = compiled(ManualExecutor())
     assert publisher.submit(1) == 0
     publisher.close()
     with pytest.raises(Exception, match=r"^cannot submit\(\): publisher was closed by close\(\)$"):
@@ -444,7 +490,7 @@ class Abort(BaseException):
 
 @pytest.mark.parametrize("many", [False, True], ids=["submit", "submit_many"])
 def test_an_executor_raising_base_exception_in_submit_propagates_and_releases_the_lock(
-    compiled: None, many: bool
+    compiled: PublisherClass, many: bool
 ) -> None:
     accepted: list[Any] = []
 
@@ -453,7 +499,7 @@ def test_an_executor_raising_base_exception_in_submit_propagates_and_releases_th
             raise Abort()
         accepted.append(task)
 
-    publisher: SubmissionPublisher[int] = SubmissionPublisher(execute)
+    publisher: SubmissionPublisher[int] = compiled(execute)
     recorder = Recorder(initial=MAX)
     publisher.subscribe(recorder)
     accepted[0]()  # on_subscribe, and the request that goes idle with nothing buffered
@@ -483,14 +529,14 @@ class Turn:
 
 
 def full_buffers(
-    subscribers: int, hook: Any = None, idle: int = 0
+    publisher_class: PublisherClass, subscribers: int, hook: Any = None, idle: int = 0
 ) -> tuple[SubmissionPublisher[int], ManualExecutor, list[Recorder]]:
     """Capacity 1, each subscriber holding item 0 and its task queued; the first's on_next runs ``hook``.
 
     The last ``idle`` subscribers request nothing, so no task of theirs is queued.
     """
     executor = ManualExecutor()
-    publisher: SubmissionPublisher[int] = SubmissionPublisher(executor, 1)
+    publisher: SubmissionPublisher[int] = publisher_class(executor, 1)
     recorders = [
         Recorder(initial=0 if i >= subscribers - idle else MAX, on_next_hook=hook if i == 0 else None)
         for i in range(subscribers)
@@ -503,16 +549,61 @@ def full_buffers(
 
 
 def test_an_on_next_raising_base_exception_in_a_drain_propagates_and_leaves_the_producer_unblocked(
-    compiled: None,
+    compiled: PublisherClass,
 ) -> None:
     def abort(item: int) -> None:
         raise Abort()
 
-    publisher, _, (recorder,) = full_buffers(1, abort)
+    publisher, _, (recorder,) = full_buffers(compiled, 1, abort)
     with pytest.raises(Abort):
         publisher.submit(1)
     assert isinstance(recorder.error, Abort) and publisher._blocked == 0
     assert_lock_free(publisher)
+
+
+@pytest.mark.parametrize("raising_on_next", [False, True], ids=["drained", "on_next raised"])
+def test_a_failing_turn_notify_after_a_drain_propagates_and_leaves_the_producer_unblocked(
+    core: Core, raising_on_next: bool
+) -> None:
+    def abort(item: int) -> None:
+        if raising_on_next:
+            raise Abort()
+
+    publisher, _, (recorder,) = full_buffers(twin_of(core), 1, abort)
+    turn, publisher._turn = publisher._turn, Turn(fail_at=1)  # type: ignore[assignment]
+    publisher._turn_waiters = 1  # as if a producer waited for its turn
+    with pytest.raises(RuntimeError, match=r"^no notify$") as raised:
+        publisher.submit(1)
+    # Each later notify (the recovery's) fails too and is chained to the one
+    # before; what on_next raised is at the root, as a finally: block chains it.
+    *notifies, root = chain(raised.value)
+    if raising_on_next:
+        assert root == ("Abort", "") and isinstance(recorder.error, Abort)
+    else:
+        assert root == ("RuntimeError", "no notify") and recorder.error is None
+    assert notifies and set(notifies) == {("RuntimeError", "no notify")}
+    assert recorder.items == [0] and publisher._blocked == 0
+    assert_released(publisher)
+    publisher._turn, publisher._turn_waiters = turn, 0
+    publisher.close()
+
+
+def test_a_failing_turn_notify_for_a_buffer_freed_meanwhile_propagates(core: Core) -> None:
+    # The first subscriber's on_next runs the queue, so the second's task,
+    # which frees the second buffer before the producer looks at it.
+    def run_queued(item: int) -> None:
+        if item == 0:
+            executor.run_all()
+
+    publisher, executor, (first, second) = full_buffers(twin_of(core), 2, run_queued)
+    turn, publisher._turn = publisher._turn, Turn(fail_at=2)  # type: ignore[assignment]
+    publisher._turn_waiters = 1
+    with pytest.raises(RuntimeError, match=r"^no notify$"):
+        publisher.submit(1)
+    assert first.items == second.items == [0] and publisher._blocked == 0
+    assert_released(publisher)
+    publisher._turn, publisher._turn_waiters = turn, 0
+    publisher.close()
 
 
 # --- The compiled _publish_chunk (submit_many) --------------------------------------------------
@@ -555,15 +646,15 @@ class ChunkSubscription:
         self.resumed += 1
 
 
-def chunk_publisher(*subscriptions: ChunkSubscription) -> SubmissionPublisher[int]:
-    publisher: SubmissionPublisher[int] = SubmissionPublisher(ManualExecutor())
+def chunk_publisher(publisher_class: PublisherClass, *subscriptions: ChunkSubscription) -> SubmissionPublisher[int]:
+    publisher: SubmissionPublisher[int] = publisher_class(ManualExecutor())
     publisher._subscriptions = subscriptions  # type: ignore[assignment]
     return publisher
 
 
-def test_publish_chunk_of_stand_in_subscriptions_extends_each_by_the_least_room(compiled: None) -> None:
+def test_publish_chunk_of_stand_in_subscriptions_extends_each_by_the_least_room(compiled: PublisherClass) -> None:
     roomy, tight = ChunkSubscription(free=8), ChunkSubscription(free=3)
-    publisher = chunk_publisher(roomy, tight)
+    publisher = chunk_publisher(compiled, roomy, tight)
     tight_free = iter([3, 0, 8])
     tight.free_slots = lambda: next(tight_free)  # type: ignore[method-assign]
     assert publisher.submit_many(range(5)) == 5
@@ -584,13 +675,37 @@ def test_publish_chunk_of_stand_in_subscriptions_extends_each_by_the_least_room(
     ids=["free_slots raises", "free_slots not an int", "extend raises", "extend not an int", "offer raises"],
 )
 def test_a_failing_stand_in_subscription_in_submit_many_propagates_and_releases_the_lock(
-    compiled: None, subscription: ChunkSubscription, error: type[BaseException], message: str
+    compiled: PublisherClass, subscription: ChunkSubscription, error: type[BaseException], message: str
 ) -> None:
-    publisher = chunk_publisher(subscription)
+    publisher = chunk_publisher(compiled, subscription)
     with pytest.raises(error, match=message):
         publisher.submit_many(range(4))
     assert_lock_free(publisher)
     assert subscription.resumed == 1  # items it took before the failure are not left waiting
+
+
+class FailingPrune(ChunkSubscription):
+    """A closed stand-in whose ``is_closed`` raises, so pruning it fails."""
+
+    @property  # type: ignore[override]
+    def is_closed(self) -> bool:
+        raise RuntimeError("no pruning")
+
+
+def test_a_closed_stand_in_is_pruned_and_a_failing_prune_propagates(core: Core) -> None:
+    closed, staying = ChunkSubscription(extended=-1), ChunkSubscription()
+    closed.is_closed = True
+    publisher = chunk_publisher(twin_of(core), closed, staying)
+    assert publisher.submit_many(range(2)) == 2
+    assert publisher._subscriptions == (staying,) and staying.parts == [[0, 1]]
+    failing = FailingPrune(extended=-1)
+    publisher._subscriptions = (failing,)  # type: ignore[assignment]
+    with pytest.raises(RuntimeError, match=r"^no pruning$"):
+        publisher.submit_many(range(2))
+    assert publisher._subscriptions == (failing,)
+    assert_released(publisher)
+    publisher._subscriptions = ()
+    publisher.close()
 
 
 @pytest.mark.parametrize(
@@ -603,14 +718,16 @@ def test_a_failing_stand_in_subscription_in_submit_many_propagates_and_releases_
         (([1, 2], -1), ValueError, r"^_publish_chunk\(\): end must be in \[0, 2\], got -1$"),
     ],
 )
-def test_publish_chunk_checks_its_arguments(compiled: None, args: Any, error: type[Exception], message: str) -> None:
-    publisher = chunk_publisher(ChunkSubscription())
+def test_publish_chunk_checks_its_arguments(
+    compiled: PublisherClass, args: Any, error: type[Exception], message: str
+) -> None:
+    publisher = chunk_publisher(compiled, ChunkSubscription())
     with pytest.raises(error, match=message):
         publisher._publish_chunk(*args)
 
 
-def test_publish_chunk_needs_a_tuple_of_subscriptions(compiled: None) -> None:
-    publisher = chunk_publisher()
+def test_publish_chunk_needs_a_tuple_of_subscriptions(compiled: PublisherClass) -> None:
+    publisher = chunk_publisher(compiled)
     publisher._subscriptions = [ChunkSubscription()]  # type: ignore[assignment]
     with pytest.raises(TypeError, match=r"^_publish_chunk\(\): _subscriptions must be a tuple$"):
         publisher.submit_many(range(2))
@@ -621,32 +738,21 @@ def test_publish_chunk_needs_a_tuple_of_subscriptions(compiled: None) -> None:
 
 
 @pytest.mark.parametrize("free", [2, 0], ids=["then extended", "then offered"])
-def test_publish_chunk_stops_if_the_chunk_shrinks_under_it(compiled: None, free: int) -> None:
+def test_publish_chunk_stops_if_the_chunk_shrinks_under_it(compiled: PublisherClass, free: int) -> None:
     chunk = [1, 2, 3, 4]
     frees = iter([2, free])
     shrinking = ChunkSubscription(on_extend=chunk.clear)
     shrinking.free_slots = lambda: next(frees)  # type: ignore[method-assign]
-    publisher = chunk_publisher(shrinking)
+    publisher = chunk_publisher(compiled, shrinking)
     with pytest.raises(RuntimeError, match=r"^_publish_chunk\(\): the chunk shrank while it was published$"):
         publisher._publish_chunk(chunk, 4)
     assert shrinking.parts == [[1, 2]]
 
 
-def test_submit_many_over_subscriptions_of_either_core_under_either() -> None:
-    executor = ManualExecutor()
-    publishers: list[SubmissionPublisher[int]] = []
-    recorders = [Recorder(initial=MAX) for _ in range(4)]
-    for publisher_core, subscription_cores in (("c", ("python", "c")), ("python", ("c", "python"))):
-        with _impl.using(publisher_core):  # type: ignore[arg-type]
-            publisher: SubmissionPublisher[int] = SubmissionPublisher(executor, 4)
-        for core in subscription_cores:
-            with _impl.using(core):  # type: ignore[arg-type]
-                publisher.subscribe(recorders[len(publishers) * 2 + subscription_cores.index(core)])
-        publishers.append(publisher)
-    executor.run_all()
-    for publisher_core, publisher in zip(("c", "python"), publishers, strict=True):
-        with _impl.using(publisher_core):  # type: ignore[arg-type]
-            assert publisher.submit_many(range(10)) == 10  # fits, then full: extend, then offer and wait
+def test_submit_many_over_subscriptions_of_either_core_under_either_twin() -> None:
+    executor, publishers, recorders = either_core_under_either_twin(4)
+    for publisher in publishers:
+        assert publisher.submit_many(range(10)) == 10  # fits, then full: extend, then offer and wait
         executor.run_all()
         publisher.close()
     executor.run_all()
@@ -654,8 +760,8 @@ def test_submit_many_over_subscriptions_of_either_core_under_either() -> None:
         assert recorder.items == list(range(10)) and recorder.completed and recorder.violations == []
 
 
-def test_extend_takes_only_a_list(compiled: None) -> None:
-    publisher: SubmissionPublisher[int] = SubmissionPublisher(ManualExecutor())
+def test_extend_takes_only_a_list(compiled: PublisherClass) -> None:
+    publisher: SubmissionPublisher[int] = compiled(ManualExecutor())
     publisher.subscribe(Recorder())
     (subscription,) = publisher._subscriptions
     with pytest.raises(TypeError, match=r"^items must be a list, got \(1, 2\)$"):
@@ -691,10 +797,10 @@ def fail_each_allocation(setup: Any, operation: Any, check: Any, allocations: in
 
 
 def test_a_drain_from_c_that_cannot_allocate_raises_memory_error_and_leaves_the_producer_unblocked(
-    compiled: None,
+    compiled: PublisherClass,
 ) -> None:
     def setup() -> Any:
-        return full_buffers(1)[0]
+        return full_buffers(compiled, 1)[0]
 
     def check(publisher: Any) -> None:
         assert publisher._blocked == 0 and not publisher._lock._is_owned()
@@ -702,13 +808,12 @@ def test_a_drain_from_c_that_cannot_allocate_raises_memory_error_and_leaves_the_
     assert fail_each_allocation(setup, lambda publisher: publisher.submit(1), check) > 0
 
 
-def test_a_chunk_that_cannot_allocate_raises_memory_error_and_releases_the_lock(compiled: None) -> None:
+def test_a_chunk_that_cannot_allocate_raises_memory_error_and_releases_the_lock(compiled: PublisherClass) -> None:
     def setup() -> Any:
         executor = ManualExecutor()
-        publisher: SubmissionPublisher[int] = SubmissionPublisher(executor, 64)
+        publisher: SubmissionPublisher[int] = compiled(executor, 64)
         publisher.subscribe(Recorder(initial=MAX))  # compiled
-        with _impl.using("python"):
-            publisher.subscribe(Recorder(initial=MAX))  # pure Python: extended through a slice
+        subscribe_with(publisher, "python", Recorder(initial=MAX))  # pure Python: extended through a slice
         executor.run_all()
         full = ChunkSubscription(extended=0)
         publisher._subscriptions = (*publisher._subscriptions, full)  # offered each item: offer_each
@@ -720,7 +825,7 @@ def test_a_chunk_that_cannot_allocate_raises_memory_error_and_releases_the_lock(
     assert fail_each_allocation(setup, lambda publisher: publisher.submit_many(range(40)), check) > 0
 
 
-def test_an_executor_raising_base_exception_after_a_drain_from_c_propagates(compiled: None) -> None:
+def test_an_executor_raising_base_exception_after_a_drain_from_c_propagates(compiled: PublisherClass) -> None:
     # The producer drains the full buffer; meanwhile the queued task runs and
     # finds nothing to do, so the next item's task must be handed over anew.
     refusing = False
@@ -736,7 +841,7 @@ def test_an_executor_raising_base_exception_after_a_drain_from_c_propagates(comp
         refusing = True
 
     executor = ManualExecutor()
-    publisher: SubmissionPublisher[int] = SubmissionPublisher(execute, 1)
+    publisher: SubmissionPublisher[int] = compiled(execute, 1)
     recorder = Recorder(initial=MAX, on_next_hook=run_queued_then_refuse)
     publisher.subscribe(recorder)
     executor.run_all()
@@ -750,23 +855,70 @@ def test_an_executor_raising_base_exception_after_a_drain_from_c_propagates(comp
 # --- The whole producer path in C, as the reference ------------------------------------------------
 
 
-class Strict(SubmissionPublisher[int]):
-    """A compiled publisher whose Python producer methods fail: the compiled path must call none of them."""
+@functools.cache
+def strict(core: Core) -> PublisherClass:
+    """``core``'s twin, subclassed to fail in every Python producer method: the compiled path must call none.
 
-    def _forbidden(self, *args: Any, **kwargs: Any) -> Any:
-        raise AssertionError("the compiled producer path called a Python method of the publisher")
+    The compiled twin derives from the shared base only, so it has none of
+    :data:`REFERENCE_PRODUCER_METHODS`; this subclass defines each of them to
+    fail, as it does the base's ``_live`` and ``_acquire_contended`` outside
+    the Python methods that use them. A producer path that looks a method of
+    ``self`` up by name finds these and fails, as the reference twin's does
+    (:func:`test_strict_fails_a_producer_path_that_calls_methods_of_self`).
+    """
 
-    _publish = _publish_locked = _retry = _forbidden  # type: ignore[assignment]
-    _wait_turn = _closed_error = _offer_each = _await_space = _forbidden  # type: ignore[assignment]
+    def forbidden(self: Any, *args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("the producer path called a Python method of the publisher")
 
-    def _live(self) -> Any:
-        # subscribe() and the queries, Python with either core, prune through it.
-        if sys._getframe(1).f_code.co_name in ("_subscribe", "_prune"):
-            return super()._live()
-        return self._forbidden()
+    def only_from(name: str, *callers: str) -> Any:
+        def method(self: Any, *args: Any) -> Any:
+            if sys._getframe(1).f_code.co_name not in callers:
+                forbidden(self)
+            return getattr(super(strict_class, self), name)(*args)
+
+        return method
+
+    namespace: dict[str, Any] = dict.fromkeys(REFERENCE_PRODUCER_METHODS, forbidden)
+    namespace["_live"] = only_from("_live", "_subscribe", "_prune")  # subscribe() and the queries, Python
+    namespace["_acquire_contended"] = only_from("_acquire_contended", "submit_many")  # the shared loop, Python
+    strict_class: PublisherClass = type("Strict", (core.SubmissionPublisher,), namespace)
+    return strict_class
 
 
-BOTH = pytest.mark.parametrize("core", ["python", "c"])
+@pytest.mark.parametrize(
+    ("close", "call", "expected"),
+    [
+        (False, lambda publisher: publisher.offer(1, timeout=0), -1),
+        (False, lambda publisher: publisher.offer(1, lambda subscriber, item: False), -1),
+        (True, lambda publisher: publisher.submit(1), ClosedPublisherError),
+        (True, lambda publisher: publisher.submit_many([1]), ClosedPublisherError),
+    ],
+    ids=["offer to a full buffer", "offer with on_drop", "submit when closed", "submit_many when closed"],
+)
+def test_strict_fails_a_producer_path_that_calls_methods_of_self(
+    core: Core, close: bool, call: Any, expected: Any
+) -> None:
+    # With a full buffer, or closed, the reference calls its helpers by name
+    # and fails; the compiled path does what the reference would without them.
+    executor = ManualExecutor()
+    publisher = strict(core)(executor, 1)
+    recorder = Recorder()
+    publisher.subscribe(recorder)
+    executor.run_all()
+    (subscription,) = publisher._subscriptions
+    assert subscription.offer(0) == 1  # as submit would; the buffer is full
+    if close:
+        publisher.close()
+    if core.name == "python":
+        with pytest.raises(AssertionError, match=r"^the producer path called a Python method of the publisher$"):
+            call(publisher)
+    elif isinstance(expected, type):
+        with pytest.raises(expected):
+            call(publisher)
+    else:
+        assert call(publisher) == expected
+    assert_released(publisher)
+    publisher.close()
 
 
 def assert_released(publisher: SubmissionPublisher[Any]) -> None:
@@ -776,9 +928,9 @@ def assert_released(publisher: SubmissionPublisher[Any]) -> None:
     assert in_thread(lambda: lock.acquire(False) and (lock.release() or True)) is True
 
 
-def publisher_of(core: str, executor: Any, capacity: int = 1) -> SubmissionPublisher[int]:
-    """A publisher of core ``core`` (made and used under it): the reference, or a :class:`Strict` compiled one."""
-    return (Strict if core == "c" else SubmissionPublisher)(executor, capacity)
+def publisher_of(core: Core, executor: Any, capacity: int = 1) -> SubmissionPublisher[int]:
+    """A publisher of :func:`twin_of` ``core``."""
+    return twin_of(core)(executor, capacity)
 
 
 def chain(exc: BaseException | None) -> list[tuple[str, str]]:
@@ -811,217 +963,202 @@ def blocked_producers(
     return threads, results
 
 
-@BOTH
 @pytest.mark.timeout(60)
-def test_submit_waits_for_space_and_for_the_turn(core: str) -> None:
-    with _impl.using(core):  # type: ignore[arg-type]
-        executor = ManualExecutor()
-        publisher = publisher_of(core, executor)
-        recorder = Recorder()
-        publisher.subscribe(recorder)
-        executor.run_all()
-        assert publisher.submit(0) == 1
-        threads, results = blocked_producers(publisher, 1, 2)
-        recorder.request(MAX)
-        for thread in threads:  # each item frees the space the next producer waits for
-            while thread.is_alive():
-                executor.run_all()
-                thread.join(0.01)
-        executor.run_all()
-        assert recorder.items == [0, 1, 2] and results == [1, 1]
-        assert publisher._blocked == 0 and publisher._turn_waiters == 0
-        assert_released(publisher)
-        publisher.close()
+def test_submit_waits_for_space_and_for_the_turn(core: Core) -> None:
+    executor = ManualExecutor()
+    publisher = publisher_of(core, executor)
+    recorder = Recorder()
+    publisher.subscribe(recorder)
+    executor.run_all()
+    assert publisher.submit(0) == 1
+    threads, results = blocked_producers(publisher, 1, 2)
+    recorder.request(MAX)
+    for thread in threads:  # each item frees the space the next producer waits for
+        while thread.is_alive():
+            executor.run_all()
+            thread.join(0.01)
+    executor.run_all()
+    assert recorder.items == [0, 1, 2] and results == [1, 1]
+    assert publisher._blocked == 0 and publisher._turn_waiters == 0
+    assert_released(publisher)
+    publisher.close()
 
 
-@BOTH
 @pytest.mark.parametrize("exceptionally", [False, True], ids=["close", "close_exceptionally"])
 @pytest.mark.timeout(60)
-def test_closing_while_producers_wait_for_space_and_for_the_turn_fails_both(core: str, exceptionally: bool) -> None:
-    with _impl.using(core):  # type: ignore[arg-type]
-        executor = ManualExecutor()
-        publisher = publisher_of(core, executor)
-        publisher.subscribe(Recorder())
-        executor.run_all()
-        publisher.submit(0)
-        threads, results = blocked_producers(publisher, 1, 2)
-        if exceptionally:
-            publisher.close_exceptionally(ValueError("gone"))
-        else:
-            publisher.close()
-        for thread in threads:
-            thread.join(10)
-            assert not thread.is_alive()
-        how = "close_exceptionally(); check closed_exception" if exceptionally else "close()"
-        assert (
-            chain(results[0])
-            == chain(results[1])
-            == [("ClosedPublisherError", f"cannot submit(): publisher was closed by {how}")]
+def test_closing_while_producers_wait_for_space_and_for_the_turn_fails_both(core: Core, exceptionally: bool) -> None:
+    executor = ManualExecutor()
+    publisher = publisher_of(core, executor)
+    publisher.subscribe(Recorder())
+    executor.run_all()
+    publisher.submit(0)
+    threads, results = blocked_producers(publisher, 1, 2)
+    if exceptionally:
+        publisher.close_exceptionally(ValueError("gone"))
+    else:
+        publisher.close()
+    for thread in threads:
+        thread.join(10)
+        assert not thread.is_alive()
+    how = "close_exceptionally(); check closed_exception" if exceptionally else "close()"
+    assert (
+        chain(results[0])
+        == chain(results[1])
+        == [("ClosedPublisherError", f"cannot submit(): publisher was closed by {how}")]
+    )
+    assert publisher._blocked == 0 and publisher._turn_waiters == 0
+    with pytest.raises(ClosedPublisherError, match=rf"^cannot offer\(\): publisher was closed by {re.escape(how)}$"):
+        publisher.offer(3, timeout=1)
+    with pytest.raises(ClosedPublisherError, match=r"^cannot submit\(\)"):
+        publisher.submit_many([3])
+    assert_released(publisher)
+
+
+def test_offer_with_timeout_and_on_drop(core: Core) -> None:
+    executor = ManualExecutor()
+    publisher = publisher_of(core, executor)
+    recorder = Recorder()
+    publisher.subscribe(recorder)
+    executor.run_all()
+    assert publisher.offer(0) == 1
+    assert publisher.offer(1, timeout=0.001) == -1  # waited, then dropped
+    assert publisher.offer(1, timeout=-5) == -1  # no wait
+    drops: list[tuple[Any, int]] = []
+    assert publisher.offer(2, lambda subscriber, item: drops.append((subscriber, item)) or False) == -1
+
+    def refuse(subscriber: Any, item: int) -> bool:
+        raise KeyError("no drop")
+
+    with pytest.raises(KeyError, match="no drop"):
+        publisher.offer(3, refuse, timeout=0)
+
+    def make_room(subscriber: Any, item: int) -> bool:
+        recorder.request(1)
+        executor.run_all()  # item 0 goes: the retry fits
+        return True
+
+    assert publisher.offer(4, make_room, timeout=0.001) == 1
+    assert drops == [(recorder, 2)]
+    (reading,) = publisher.snapshot().subscribers
+    assert reading.dropped == 3  # 1 twice and 2; not 3, whose on_drop raised
+    with pytest.raises(TypeError, match=r"^on_drop must be callable or None, got 5$"):
+        publisher.offer(5, 5)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match=r"^timeout must be a number of seconds, got nan$"):
+        publisher.offer(5, timeout=float("nan"))
+    with pytest.raises(TypeError, match=r"^item must not be None \(rule 2\.13\)$"):
+        publisher.offer(None, timeout=1)  # type: ignore[arg-type]
+    assert_released(publisher)
+    recorder.request(MAX)
+    publisher.close()
+    executor.run_all()
+    assert recorder.items == [0, 4] and recorder.completed
+
+
+def test_submit_many_through_full_buffers_and_a_part_that_no_longer_fits(core: Core) -> None:
+    executor = ManualExecutor()
+    publisher = publisher_of(core, executor, 2)
+    recorder = Recorder(initial=MAX)
+    publisher.subscribe(recorder)
+    executor.run_all()
+    assert publisher.submit_many(range(7)) == 7  # each full buffer drained by this producer
+    executor.run_all()
+    assert recorder.items == list(range(7))
+    full = ChunkSubscription(extended=0)  # takes no part whole: offered each item (_offer_each)
+    publisher._subscriptions = (*publisher._subscriptions, full)  # type: ignore[assignment]
+    assert publisher.submit_many([7, 8, 9]) == 3
+    executor.run_all()
+    assert full.parts == [[7, 8]] and full.offers == [7, 8, 9] and recorder.items == list(range(10))
+    publisher._subscriptions = publisher._subscriptions[:1]
+    assert_released(publisher)
+    publisher.close()
+
+
+def test_reentrant_submit_and_offer_raise_or_drop(core: Core) -> None:
+    publisher = publisher_of(core, direct_executor)
+    outcomes: list[Any] = []
+
+    def reenter(item: int) -> None:
+        if item == 0:
+            outcomes.append(publisher.submit(1))  # fits
+            outcomes.append(publisher.offer(2, timeout=60))  # full, and only this thread drains: dropped
+            try:
+                publisher.submit(3)
+            except ReentrantSubmitError as exc:
+                outcomes.append(exc)
+
+    recorder = Recorder(initial=MAX, on_next_hook=reenter)
+    publisher.subscribe(recorder)
+    publisher.submit(0)
+    assert outcomes[:2] == [1, -1] and type(outcomes[2]) is ReentrantSubmitError
+    assert re.fullmatch(
+        r"cannot submit\(\): the buffer of <.*Recorder.*> is full and this thread is inside one of its "
+        r"methods, so it could never drain; submit from another thread, use offer\(\), or deliver on a "
+        r"pool executor",
+        str(outcomes[2]),
+    )
+    assert recorder.items == [0, 1] and recorder.error is None
+    publisher._blocked = threading.get_ident()  # as if this thread's outer submit waited for space
+    for call, name in ((lambda: publisher.submit(4), "submit"), (lambda: publisher.offer(4), "offer")):
+        with pytest.raises(ReentrantSubmitError) as raised:
+            call()
+        assert str(raised.value) == (
+            f"cannot {name}(): this thread's own submit() is waiting for buffer space, and a subscriber it "
+            f"delivers to meanwhile must not publish to the same publisher"
         )
-        assert publisher._blocked == 0 and publisher._turn_waiters == 0
-        with pytest.raises(
-            ClosedPublisherError, match=rf"^cannot offer\(\): publisher was closed by {re.escape(how)}$"
-        ):
-            publisher.offer(3, timeout=1)
-        with pytest.raises(ClosedPublisherError, match=r"^cannot submit\(\)"):
-            publisher.submit_many([3])
-        assert_released(publisher)
+    publisher._blocked = 0
+    assert_released(publisher)
+    publisher.close()
+    assert recorder.completed
 
 
-@BOTH
-def test_offer_with_timeout_and_on_drop(core: str) -> None:
-    with _impl.using(core):  # type: ignore[arg-type]
-        executor = ManualExecutor()
-        publisher = publisher_of(core, executor)
-        recorder = Recorder()
-        publisher.subscribe(recorder)
-        executor.run_all()
-        assert publisher.offer(0) == 1
-        assert publisher.offer(1, timeout=0.001) == -1  # waited, then dropped
-        assert publisher.offer(1, timeout=-5) == -1  # no wait
-        drops: list[tuple[Any, int]] = []
-        assert publisher.offer(2, lambda subscriber, item: drops.append((subscriber, item)) or False) == -1
-
-        def refuse(subscriber: Any, item: int) -> bool:
-            raise KeyError("no drop")
-
-        with pytest.raises(KeyError, match="no drop"):
-            publisher.offer(3, refuse, timeout=0)
-
-        def make_room(subscriber: Any, item: int) -> bool:
-            recorder.request(1)
-            executor.run_all()  # item 0 goes: the retry fits
-            return True
-
-        assert publisher.offer(4, make_room, timeout=0.001) == 1
-        assert drops == [(recorder, 2)]
-        (reading,) = publisher.snapshot().subscribers
-        assert reading.dropped == 3  # 1 twice and 2; not 3, whose on_drop raised
-        with pytest.raises(TypeError, match=r"^on_drop must be callable or None, got 5$"):
-            publisher.offer(5, 5)  # type: ignore[arg-type]
-        with pytest.raises(ValueError, match=r"^timeout must be a number of seconds, got nan$"):
-            publisher.offer(5, timeout=float("nan"))
-        with pytest.raises(TypeError, match=r"^item must not be None \(rule 2\.13\)$"):
-            publisher.offer(None, timeout=1)  # type: ignore[arg-type]
-        assert_released(publisher)
-        recorder.request(MAX)
-        publisher.close()
-        executor.run_all()
-        assert recorder.items == [0, 4] and recorder.completed
-
-
-@BOTH
-def test_submit_many_through_full_buffers_and_a_part_that_no_longer_fits(core: str) -> None:
-    with _impl.using(core):  # type: ignore[arg-type]
-        executor = ManualExecutor()
-        publisher = publisher_of(core, executor, 2)
-        recorder = Recorder(initial=MAX)
-        publisher.subscribe(recorder)
-        executor.run_all()
-        assert publisher.submit_many(range(7)) == 7  # each full buffer drained by this producer
-        executor.run_all()
-        assert recorder.items == list(range(7))
-        full = ChunkSubscription(extended=0)  # takes no part whole: offered each item (_offer_each)
-        publisher._subscriptions = (*publisher._subscriptions, full)  # type: ignore[assignment]
-        assert publisher.submit_many([7, 8, 9]) == 3
-        executor.run_all()
-        assert full.parts == [[7, 8]] and full.offers == [7, 8, 9] and recorder.items == list(range(10))
-        publisher._subscriptions = publisher._subscriptions[:1]
-        assert_released(publisher)
-        publisher.close()
-
-
-@BOTH
-def test_reentrant_submit_and_offer_raise_or_drop(core: str) -> None:
-    with _impl.using(core):  # type: ignore[arg-type]
-        publisher = publisher_of(core, direct_executor)
-        outcomes: list[Any] = []
-
-        def reenter(item: int) -> None:
-            if item == 0:
-                outcomes.append(publisher.submit(1))  # fits
-                outcomes.append(publisher.offer(2, timeout=60))  # full, and only this thread drains: dropped
-                try:
-                    publisher.submit(3)
-                except ReentrantSubmitError as exc:
-                    outcomes.append(exc)
-
-        recorder = Recorder(initial=MAX, on_next_hook=reenter)
-        publisher.subscribe(recorder)
-        publisher.submit(0)
-        assert outcomes[:2] == [1, -1] and type(outcomes[2]) is ReentrantSubmitError
-        assert re.fullmatch(
-            r"cannot submit\(\): the buffer of <.*Recorder.*> is full and this thread is inside one of its "
-            r"methods, so it could never drain; submit from another thread, use offer\(\), or deliver on a "
-            r"pool executor",
-            str(outcomes[2]),
-        )
-        assert recorder.items == [0, 1] and recorder.error is None
-        publisher._blocked = threading.get_ident()  # as if this thread's outer submit waited for space
-        for call, name in ((lambda: publisher.submit(4), "submit"), (lambda: publisher.offer(4), "offer")):
-            with pytest.raises(ReentrantSubmitError) as raised:
-                call()
-            assert str(raised.value) == (
-                f"cannot {name}(): this thread's own submit() is waiting for buffer space, and a subscriber it "
-                f"delivers to meanwhile must not publish to the same publisher"
-            )
-        publisher._blocked = 0
-        assert_released(publisher)
-        publisher.close()
-        assert recorder.completed
-
-
-@BOTH
 @pytest.mark.parametrize("recovery_fails", [False, True], ids=["recovered", "recovery fails"])
 @pytest.mark.timeout(60)
-def test_an_interrupt_inside_condition_wait_after_it_released_the_lock(core: str, recovery_fails: bool) -> None:
+def test_an_interrupt_inside_condition_wait_after_it_released_the_lock(core: Core, recovery_fails: bool) -> None:
     # _recover takes the lock back and wakes the producers waiting for the
     # turn; a failure there is raised with the interrupt as its __context__.
-    with _impl.using(core):  # type: ignore[arg-type]
-        executor = ManualExecutor()
-        publisher = publisher_of(core, executor)
-        stalled = Recorder()
-        publisher.subscribe(stalled)
-        executor.run_all()
-        publisher.submit(1)
-        space: Any = publisher._space
-        turn = publisher._turn
+    executor = ManualExecutor()
+    publisher = publisher_of(core, executor)
+    stalled = Recorder()
+    publisher.subscribe(stalled)
+    executor.run_all()
+    publisher.submit(1)
+    space: Any = publisher._space
+    turn = publisher._turn
 
-        def interrupted_wait(timeout: float | None = None) -> bool:
-            del space.wait  # the next waits are real ones
-            space._release_save()
-            publisher._turn_waiters = 1  # as if a producer waited for the turn this one holds
-            if recovery_fails:
-                publisher._turn = Turn(fail_at=1)  # type: ignore[assignment]
-            raise KeyboardInterrupt("inside Condition.wait")
+    def interrupted_wait(timeout: float | None = None) -> bool:
+        del space.wait  # the next waits are real ones
+        space._release_save()
+        publisher._turn_waiters = 1  # as if a producer waited for the turn this one holds
+        if recovery_fails:
+            publisher._turn = Turn(fail_at=1)  # type: ignore[assignment]
+        raise KeyboardInterrupt("inside Condition.wait")
 
-        space.wait = interrupted_wait
-        with pytest.raises(BaseException) as raised:
-            publisher.submit(2)
-        expected = [("KeyboardInterrupt", "inside Condition.wait")]
-        assert chain(raised.value) == ([("RuntimeError", "no notify"), *expected] if recovery_fails else expected)
-        assert publisher._blocked == 0
-        assert_released(publisher)
-        publisher._turn, publisher._turn_waiters = turn, 0
-        stalled.request(MAX)
-        executor.run_all()
-        publisher.submit(3)  # the publisher goes on
-        publisher.close()
-        executor.run_all()
-        assert stalled.items == [1, 3] and stalled.completed
+    space.wait = interrupted_wait
+    with pytest.raises(BaseException) as raised:
+        publisher.submit(2)
+    expected = [("KeyboardInterrupt", "inside Condition.wait")]
+    assert chain(raised.value) == ([("RuntimeError", "no notify"), *expected] if recovery_fails else expected)
+    assert publisher._blocked == 0
+    assert_released(publisher)
+    publisher._turn, publisher._turn_waiters = turn, 0
+    stalled.request(MAX)
+    executor.run_all()
+    publisher.submit(3)  # the publisher goes on
+    publisher.close()
+    executor.run_all()
+    assert stalled.items == [1, 3] and stalled.completed
 
 
-def outcome_of(core: str, subscription: StandIn, call: Any) -> tuple[Any, ...]:
+def outcome_of(core: Core, subscription: StandIn, call: Any) -> tuple[Any, ...]:
     """What ``call(publisher)`` does to a publisher of core ``core`` whose one subscription is ``subscription``."""
-    with _impl.using(core):  # type: ignore[arg-type]
-        publisher = publisher_of(core, ManualExecutor())
-        publisher._subscriptions = (subscription,)  # type: ignore[assignment]
-        try:
-            result: Any = call(publisher)
-        except BaseException as exc:  # compared below, whatever it is
-            result = chain(exc)
-        assert_released(publisher)
-        return result, subscription.calls, publisher._blocked, len(publisher._subscriptions)
+    publisher = publisher_of(core, ManualExecutor())
+    publisher._subscriptions = (subscription,)  # type: ignore[assignment]
+    try:
+        result: Any = call(publisher)
+    except BaseException as exc:  # compared below, whatever it is
+        result = chain(exc)
+    assert_released(publisher)
+    return result, subscription.calls, publisher._blocked, len(publisher._subscriptions)
 
 
 @pytest.mark.parametrize(
@@ -1065,6 +1202,7 @@ def outcome_of(core: str, subscription: StandIn, call: Any) -> tuple[Any, ...]:
             [("RuntimeError", "no pruning")],
         ),
         ({"has_space": True, "offer": [0, -1], "is_closed": True}, "submit", 0),
+        ({"offer": -1, "is_closed": RuntimeError("no pruning")}, "submit", [("RuntimeError", "no pruning")]),
         ({"offer": [0, 0], "count_drop": RuntimeError("no count")}, "offer_dropping", [("RuntimeError", "no count")]),
         ({"subscriber": RuntimeError("no subscriber")}, "offer_dropping", [("RuntimeError", "no subscriber")]),
         ({"subscriber": None}, "offer_dropping", -1),
@@ -1083,7 +1221,149 @@ def test_each_step_of_the_producer_path_as_the_reference(outcomes: dict[str, Any
         "offer_retrying": lambda publisher: publisher.offer(1, lambda subscriber, item: True, timeout=60),
         "submit_many": lambda publisher: publisher.submit_many([1]),
     }
-    reference = outcome_of("python", StandIn(**copy.deepcopy(outcomes)), calls[call])
-    compiled = outcome_of("c", StandIn(**copy.deepcopy(outcomes)), calls[call])
+    reference = outcome_of(CORES["python"], StandIn(**copy.deepcopy(outcomes)), calls[call])
+    compiled = outcome_of(CORES["c"], StandIn(**copy.deepcopy(outcomes)), calls[call])
     assert compiled == reference
     assert reference[0] == expected
+
+
+# --- The compiled subscription's state word --------------------------------------------------
+
+CTL_BITS = {
+    "RUNNING": 0x001,
+    "PENDING": 0x002,
+    "QUEUED": 0x004,
+    "COMPLETE": 0x008,
+    "STOP": 0x010,
+    "CLOSED": 0x020,
+    "OPENED": 0x040,
+    "ALERT": 0x080,
+    "WAITING": 0x100,
+}
+
+
+@pytest.fixture
+def cbuffered() -> Any:
+    return importlib.import_module("flowpy._cbuffered")
+
+
+def flags(subscription: Any) -> set[str]:
+    """The names of the bits set in ``subscription._ctl``; every bit has a name."""
+    ctl = subscription._ctl
+    named = {name for name, bit in CTL_BITS.items() if ctl & bit}
+    assert sum(CTL_BITS[name] for name in named) == ctl, f"unnamed bits in {ctl:#x}"
+    return named
+
+
+def compiled_subscription(
+    cbuffered: Any, execute: Any, capacity: int = 4, space: threading.Condition | None = None
+) -> tuple[Recorder, Any]:
+    subscriber = Recorder()
+    subscription = cbuffered.BufferedSubscription(
+        subscriber, execute, capacity, None, space if space is not None else threading.Condition()
+    )
+    return subscriber, subscription
+
+
+def test_the_state_bits_have_the_reference_names_and_values(cbuffered: Any) -> None:
+    assert cbuffered.CTL_BITS == CTL_BITS
+    for name, bit in CTL_BITS.items():
+        assert getattr(cbuffered, name) == bit
+
+
+def test_the_state_word_is_read_only(cbuffered: Any) -> None:
+    _, subscription = compiled_subscription(cbuffered, direct_executor.execute)
+    with pytest.raises(AttributeError):
+        subscription._ctl = cbuffered.CLOSED
+
+
+def test_the_state_word_through_a_task_life_on_a_manual_executor(cbuffered: Any) -> None:
+    executor = ManualExecutor()
+    subscriber, subscription = compiled_subscription(cbuffered, executor.execute)
+    assert subscription._ctl == 0
+    subscription.signal_subscribe()
+    assert flags(subscription) == {"RUNNING", "PENDING", "QUEUED"}
+    assert executor.run_all() == 1
+    assert flags(subscription) == {"OPENED"}
+    assert subscriber.signals == [("on_subscribe", None)]
+
+    subscription.request(2)
+    assert flags(subscription) == {"OPENED", "RUNNING", "PENDING", "QUEUED"}
+    assert subscription.claim_pending() is True  # as a blocked producer does
+    assert flags(subscription) == {"OPENED", "RUNNING", "QUEUED"}
+    subscription.consume()  # nothing buffered: the exit handshake lets the task go
+    assert flags(subscription) == {"OPENED", "QUEUED"}  # the handed-over task has yet to start
+    assert executor.run_all() == 1  # it starts, finds nothing pending, and ends
+    assert flags(subscription) == {"OPENED"}
+
+    assert subscription.offer("a") == 1
+    assert flags(subscription) == {"OPENED", "RUNNING", "PENDING", "QUEUED"}
+    subscription.signal_complete()  # a task is under way: no second one
+    assert flags(subscription) == {"OPENED", "RUNNING", "PENDING", "QUEUED", "COMPLETE"}
+    assert len(executor.tasks) == 1
+    assert executor.run_all() == 1
+    assert flags(subscription) == {"OPENED", "COMPLETE", "CLOSED", "RUNNING", "STOP", "ALERT"}
+    assert subscriber.items == ["a"] and subscriber.completed
+    assert subscription.is_closed and not subscription.has_task()
+
+
+def test_the_state_word_on_a_direct_executor_and_after_cancel(cbuffered: Any) -> None:
+    subscriber, subscription = compiled_subscription(cbuffered, direct_executor.execute)
+    subscription.signal_subscribe()
+    assert flags(subscription) == {"OPENED"}
+    subscription.request(1)
+    assert flags(subscription) == {"OPENED"}  # the task ran at once and let go
+    subscription.cancel()
+    closed = {"OPENED", "CLOSED", "STOP", "ALERT", "RUNNING"}
+    assert flags(subscription) == closed
+    subscription.request(1)
+    subscription.signal_complete()
+    subscription.cancel()
+    assert flags(subscription) == closed  # terminal: nothing changes it
+    assert subscription.offer("late") == -1
+    assert subscriber.signals == [("on_subscribe", None)]
+
+
+def test_a_cancel_before_the_first_task_runs_opens_then_closes(cbuffered: Any) -> None:
+    executor = ManualExecutor()
+    subscriber, subscription = compiled_subscription(cbuffered, executor.execute)
+    subscription.signal_subscribe()
+    subscription.cancel()  # the task is pending: no second one
+    assert flags(subscription) == {"RUNNING", "PENDING", "QUEUED", "STOP", "ALERT"}
+    assert executor.run_all() == 1
+    assert flags(subscription) == {"OPENED", "CLOSED", "STOP", "ALERT", "RUNNING"}
+    assert subscriber.signals == [("on_subscribe", None)]  # a cancel is silent
+
+
+def test_an_error_due_closes_with_the_error(cbuffered: Any) -> None:
+    executor = ManualExecutor()
+    subscriber, subscription = compiled_subscription(cbuffered, executor.execute)
+    subscription.signal_subscribe()
+    executor.run_all()
+    assert subscription.offer("dropped") == 1  # no demand: buffered
+    error = RuntimeError("due")
+    subscription.signal_error(error)
+    assert flags(subscription) == {"OPENED", "STOP", "ALERT", "RUNNING", "PENDING", "QUEUED"}
+    executor.run_all()
+    assert flags(subscription) == {"OPENED", "CLOSED", "STOP", "ALERT", "RUNNING"}
+    assert subscriber.items == [] and subscriber.error is error
+
+
+def test_a_waiting_producer_sets_waiting_and_alert_and_the_consumer_clears_them(cbuffered: Any) -> None:
+    space = threading.Condition()
+    subscriber, subscription = compiled_subscription(cbuffered, direct_executor.execute, capacity=1, space=space)
+    subscription.signal_subscribe()
+    assert subscription.offer(1) == 1 and subscription.offer(2) == 0  # full, no demand
+    with space:  # the publisher's lock, which the producer holds
+        assert subscription.wait_for_space(0) is False
+        assert flags(subscription) == {"OPENED", "WAITING", "ALERT"}
+        subscription.stop_waiting()
+        assert flags(subscription) == {"OPENED", "ALERT"}  # a hint: the consumer clears it
+        assert subscription.wait_for_space(0) is False
+        assert flags(subscription) == {"OPENED", "WAITING", "ALERT"}
+        subscription.request(1)  # pops the item, sees ALERT and WAITING, wakes the producer
+        assert flags(subscription) == {"OPENED"}
+        assert subscription.has_space()
+        assert subscription.wait_for_space(0) is True  # room: WAITING is not left set
+        assert flags(subscription) == {"OPENED", "ALERT"}
+    assert subscriber.items == [1]
