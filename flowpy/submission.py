@@ -159,10 +159,10 @@ class _SubmissionPublisherBase(Publisher[T], Generic[T]):
         def _first_none(items: list[Any]) -> int:
             """The index of the first ``None`` in ``items`` (by identity), or its length."""
 
-        def _publish_chunk(self, chunk: list[T], end: int) -> None:
+        def _publish_chunk(self, chunk: list[T], end: int, /) -> None:
             """Publish ``chunk[:end]`` (no ``None`` in it) as ``submit`` would each. Caller holds self._lock."""
 
-        def _recover(self, lock: Any) -> None:
+        def _recover(self, lock: Any, /) -> None:
             """Make the publisher consistent after an exception cut a producer call short."""
 
     def __init__(
@@ -540,7 +540,7 @@ class _PySubmissionPublisher(_SubmissionPublisherBase[T]):
 
     # --- Producing (caller of the _ methods holds self._lock) ----------------
 
-    def submit(self, item: T) -> int:
+    def submit(self, item: T, /) -> int:
         """Publish ``item`` to every current subscriber, blocking while a buffer is full.
 
         Returns:
@@ -593,7 +593,7 @@ class _PySubmissionPublisher(_SubmissionPublisherBase[T]):
         finally:
             lock.release()
 
-    def _publish_chunk(self, chunk: list[T], end: int) -> None:
+    def _publish_chunk(self, chunk: list[T], end: int, /) -> None:
         """Publish ``chunk[:end]`` (no ``None`` in it) as ``submit`` would each. Caller holds self._lock."""
         done = 0
         while done < end:
@@ -822,7 +822,7 @@ class _PySubmissionPublisher(_SubmissionPublisherBase[T]):
             )
         return ClosedPublisherError(f"cannot {operation}(): publisher was closed by close()")
 
-    def _recover(self, lock: Any) -> None:
+    def _recover(self, lock: Any, /) -> None:
         """Make the publisher consistent after an exception cut a producer call short; before it releases ``lock``.
 
         An interrupt (``KeyboardInterrupt``) may come between two steps of
