@@ -46,12 +46,15 @@ Handler = Callable[[Subscriber[T], BaseException], object]
 # Only the consumer pops, so a length the consumer has read can only grow.
 #
 # The subscription's state is one int, _ctl, of the bits below (as the JDK's
-# BufferedSubscription keeps its state in one ctl word). "Set RUNNING" means
-# setting that bit of _ctl. Every write of _ctl is under self._lock: an
+# BufferedSubscription keeps its state in one ctl word); "set X" and "clear
+# X" mean that bit of _ctl. Every write of _ctl is under self._lock: an
 # update such as ``self._ctl |= STOP`` reads, then stores, and with no lock
 # around it a concurrent update between the two would be lost, with the GIL
 # as without it. A racy read is one load of _ctl, so it gives all the bits
-# as one store left them.
+# as one store left them. An interrupt may be raised as a section ends (the
+# lock's __exit__ is a call), so a bit that records that a subscriber method
+# was called (OPENED, and COMPLETE's clear) is written after that call, in a
+# ``finally``, never in a section before it.
 #
 # With the GIL, the hot paths take no lock per item. They rely on plain
 # attribute loads and stores (and deque operations) being sequentially
@@ -69,8 +72,8 @@ Handler = Callable[[Subscriber[T], BaseException], object]
 # that sees ALERT looks at STOP and WAITING, and clears ALERT, in one
 # self._lock section: a STOP, set with ALERT in one section, is never lost.
 #
-# A consumer task leaves only through that handshake, so no wake-up is lost
-# (the JDK's JDK-8187947). A task is "pending" from the executor call until a
+# A consumer task leaves only through the exit handshake, so no wake-up is lost
+# (the JDK's JDK-8187947). A task is PENDING from the executor call until a
 # thread claims it; a producer blocked on a full buffer claims a pending task
 # and runs it itself, so a blocked producer never starves the consumer it
 # waits for, whatever the executor (the JDK's helpAsyncBlocker).
