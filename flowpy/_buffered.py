@@ -682,7 +682,11 @@ class BufferedSubscription(Subscription, Generic[T]):
         popleft = buffer.popleft
         on_next = None  # looked up at the first item: a subscriber without one fails as a raising on_next does
         lock = self._lock
-        alert = ALERT  # a local: looked at once per item
+        # The per-item look: ALERT and WAITING are the two top bits, so
+        # ``ctl >= ALERT`` holds when either is set, and one int comparison
+        # costs less than ``&`` (BINARY_OP is not specialised for it). WAITING
+        # alone (its wake-up cut short by an interrupt) only makes it look.
+        alert = ALERT
         # Racy looks at STOP, _demand, the buffer and COMPLETE: one that is
         # stale leads to the exit handshake, which looks again under self._lock.
         while True:
@@ -700,7 +704,7 @@ class BufferedSubscription(Subscription, Generic[T]):
                         on_next = subscriber.on_next
                     for i in range(n):  # noqa: B007 - read after the loop
                         item = popleft()
-                        if self._ctl & alert and self._on_alert():
+                        if self._ctl >= alert and self._on_alert():
                             break
                         on_next(item)
                     else:

@@ -489,6 +489,8 @@ def test_ctl_bits_are_distinct_single_bits_with_the_compiled_cores_values(core_i
         assert getattr(_buffered, name) == value
         assert name in _buffered.__all__
     assert "CTL_BITS" in _buffered.__all__
+    # The consumer's per-item look, ``ctl >= ALERT``, needs ALERT and WAITING to be the top bits.
+    assert max(value for name, value in CTL_BITS.items() if name not in ("ALERT", "WAITING")) < ALERT < WAITING
 
 
 def test_ctl_of_a_fresh_subscription_is_zero(core_impl: str) -> None:
