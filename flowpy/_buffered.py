@@ -23,6 +23,7 @@ __all__ = [
     "COMPLETE",
     "CTL_BITS",
     "FREE_THREADED",
+    "NOT_RUNNING",
     "OPENED",
     "PENDING",
     "QUEUED",
@@ -131,6 +132,12 @@ CTL_BITS: Final[dict[str, int]] = {
     "WAITING": WAITING,
 }
 """Each bit of ``BufferedSubscription._ctl`` by name, as the compiled core names it."""
+
+NOT_RUNNING: Final[tuple[bool, ...]] = tuple(not ctl & RUNNING for ctl in range(WAITING << 1))
+"""``NOT_RUNNING[ctl] == (not ctl & RUNNING)`` for every ``_ctl``: the producer's per-item look.
+
+A tuple index is specialised on CPython 3.11 and ``&`` is not: half the cost.
+"""
 
 
 FREE_THREADED: Final = bool(sysconfig.get_config_var("Py_GIL_DISABLED"))
@@ -329,7 +336,8 @@ class BufferedSubscription(Subscription, Generic[T]):
 
     # --- Producer side (caller holds the publisher's lock) ------------------
     # offer and extend append, then load RUNNING (see the overview): with
-    # the GIL as they go, on a free-threaded build in one self._lock section.
+    # the GIL as they go (through NOT_RUNNING), on a free-threaded build in
+    # one self._lock section.
 
     if not FREE_THREADED:
 
@@ -340,7 +348,7 @@ class BufferedSubscription(Subscription, Generic[T]):
             if n >= self._capacity:
                 return -1 if self._ctl & CLOSED else 0
             buffer.append(item)
-            if not self._ctl & RUNNING and self._demand:
+            if NOT_RUNNING[self._ctl] and self._demand:
                 self._start_on_offer()
             return n + 1
 
@@ -355,7 +363,7 @@ class BufferedSubscription(Subscription, Generic[T]):
             if n > self._capacity:
                 return -1 if self._ctl & CLOSED else 0
             buffer.extend(items)
-            if not self._ctl & RUNNING and self._demand:
+            if NOT_RUNNING[self._ctl] and self._demand:
                 self._start_on_offer()
             return n
 
