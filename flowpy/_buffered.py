@@ -19,6 +19,7 @@ from flowpy.flow import Subscriber, Subscription
 
 __all__ = [
     "ALERT",
+    "ALERTED",
     "CLOSED",
     "COMPLETE",
     "CTL_BITS",
@@ -133,11 +134,13 @@ CTL_BITS: Final[dict[str, int]] = {
 }
 """Each bit of ``BufferedSubscription._ctl`` by name, as the compiled core names it."""
 
+# The per-item looks at _ctl, as tables indexed by every value of it: a
+# tuple index is specialised on CPython 3.11, ``&`` is not (it costs twice
+# as much, a few per cent of an item's delivery).
 NOT_RUNNING: Final[tuple[bool, ...]] = tuple(not ctl & RUNNING for ctl in range(WAITING << 1))
-"""``NOT_RUNNING[ctl] == (not ctl & RUNNING)`` for every ``_ctl``: the producer's per-item look.
-
-A tuple index is specialised on CPython 3.11 and ``&`` is not: half the cost.
-"""
+"""``NOT_RUNNING[ctl] == (not ctl & RUNNING)``: the producer's look after each append."""
+ALERTED: Final[tuple[bool, ...]] = tuple(bool(ctl & ALERT) for ctl in range(WAITING << 1))
+"""``ALERTED[ctl] == bool(ctl & ALERT)``: the consumer's look at each item."""
 
 
 FREE_THREADED: Final = bool(sysconfig.get_config_var("Py_GIL_DISABLED"))
@@ -690,11 +693,7 @@ class BufferedSubscription(Subscription, Generic[T]):
         popleft = buffer.popleft
         on_next = None  # looked up at the first item: a subscriber without one fails as a raising on_next does
         lock = self._lock
-        # The per-item look: ALERT and WAITING are the two top bits, so
-        # ``ctl >= ALERT`` holds when either is set, and one int comparison
-        # costs less than ``&`` (BINARY_OP is not specialised for it). WAITING
-        # alone (its wake-up cut short by an interrupt) only makes it look.
-        alert = ALERT
+        alerted = ALERTED  # a local: looked at once per item
         # Racy looks at STOP, _demand, the buffer and COMPLETE: one that is
         # stale leads to the exit handshake, which looks again under self._lock.
         while True:
@@ -712,7 +711,7 @@ class BufferedSubscription(Subscription, Generic[T]):
                         on_next = subscriber.on_next
                     for i in range(n):  # noqa: B007 - read after the loop
                         item = popleft()
-                        if self._ctl >= alert and self._on_alert():
+                        if alerted[self._ctl] and self._on_alert():
                             break
                         on_next(item)
                     else:
