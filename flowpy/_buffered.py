@@ -17,7 +17,23 @@ from flowpy._signals import report
 from flowpy.executors import Task
 from flowpy.flow import Subscriber, Subscription
 
-__all__ = ["FREE_THREADED", "BufferedSubscription", "Handler"]
+__all__ = [
+    "ALERT",
+    "ALERTED",
+    "CLOSED",
+    "COMPLETE",
+    "CTL_BITS",
+    "FREE_THREADED",
+    "NOT_RUNNING",
+    "OPENED",
+    "PENDING",
+    "QUEUED",
+    "RUNNING",
+    "STOP",
+    "WAITING",
+    "BufferedSubscription",
+    "Handler",
+]
 
 T = TypeVar("T")
 
@@ -31,6 +47,17 @@ Handler = Callable[[Subscriber[T], BaseException], object]
 # deque; one consumer task at a time pops from it and calls the subscriber.
 # Only the consumer pops, so a length the consumer has read can only grow.
 #
+# The subscription's state is one int, _ctl, of the bits below (as the JDK's
+# BufferedSubscription keeps its state in one ctl word); "set X" and "clear
+# X" mean that bit of _ctl. Every write of _ctl is under self._lock: an
+# update such as ``self._ctl |= STOP`` reads, then stores, and with no lock
+# around it a concurrent update between the two would be lost, with the GIL
+# as without it. A racy read is one load of _ctl, so it gives all the bits
+# as one store left them. An interrupt may be raised as a section ends (the
+# lock's __exit__ is a call), so a bit that records that a subscriber method
+# was called (OPENED, and COMPLETE's clear) is written after that call, in a
+# ``finally``, never in a section before it.
+#
 # With the GIL, the hot paths take no lock per item. They rely on plain
 # attribute loads and stores (and deque operations) being sequentially
 # consistent, which the GIL gives: one thread runs at a time, and a switch
@@ -38,12 +65,17 @@ Handler = Callable[[Subscriber[T], BaseException], object]
 # other side in "store, then load" order, so that at least one side sees the
 # other (Dekker):
 #
-#   producer:  append(item); load running       consumer exit:  store running = False; load len(buffer)
-#   producer:  store waiting; load len(buffer)  consumer:       popleft(); load alert (set with waiting)
-#   signaller: store stop; store alert          consumer:       store alert = False; load stop
+#   producer:  append(item); load RUNNING           consumer exit:  store without RUNNING; load len(buffer)
+#   producer:  store WAITING|ALERT; load len(buffer) consumer:      popleft(); load ALERT
 #
-# A consumer task leaves only through that handshake, so no wake-up is lost
-# (the JDK's JDK-8187947). A task is "pending" from the executor call until a
+# (the consumer's exit and the producer's WAITING|ALERT store are in
+# self._lock sections, which order them against every other write of _ctl,
+# but not against the other side's lock-free append and popleft). A consumer
+# that sees ALERT looks at STOP and WAITING, and clears ALERT, in one
+# self._lock section: a STOP, set with ALERT in one section, is never lost.
+#
+# A consumer task leaves only through the exit handshake, so no wake-up is lost
+# (the JDK's JDK-8187947). A task is PENDING from the executor call until a
 # thread claims it; a producer blocked on a full buffer claims a pending task
 # and runs it itself, so a blocked producer never starves the consumer it
 # waits for, whatever the executor (the JDK's helpAsyncBlocker).
@@ -53,13 +85,13 @@ Handler = Callable[[Subscriber[T], BaseException], object]
 # different objects made without a common lock. There, each pair has its
 # lock-side under self._lock, which orders it by mutual exclusion:
 #
-#   - offer and extend append and load running and demand in one
+#   - offer and extend append and load RUNNING and demand in one
 #     self._lock section (the variants under "Producer side"), which the
 #     exit handshake's section either precedes or follows;
-#   - wait_for_space stores waiting and alert and looks for space in one
+#   - wait_for_space stores WAITING|ALERT and looks for space in one
 #     section; the consumer ends every batch with a section that loads
-#     waiting (and whose end it goes on from, seeing stop), so a wake-up
-#     or a stop is at most one batch late; the per-item look at alert stays,
+#     WAITING (and whose end it goes on from, seeing STOP), so a wake-up
+#     or a stop is at most one batch late; the per-item look at ALERT stays,
 #     as a hint that makes them prompt;
 #   - every other racy read comes after a section of this thread that any
 #     write it needs came before; each says which, next to it.
@@ -68,12 +100,51 @@ Handler = Callable[[Subscriber[T], BaseException], object]
 # tears one (on a free-threaded build, PEP 703's per-object locking and
 # atomic reference loads), so it gives a value that was stored.
 
+# --- The bits of BufferedSubscription._ctl (all written under its self._lock) ---
+# The compiled twin (flowpy/_cbuffered.c) uses the same names and values.
+RUNNING: Final = 0x001
+"""A consumer task is pending or running; set forever once closed."""
+PENDING: Final = 0x002
+"""A task was handed to the executor and no thread has claimed it."""
+QUEUED: Final = 0x004
+"""A task handed to the executor has not started yet; until it does, a start hands over no new task."""
+COMPLETE: Final = 0x008
+"""``on_complete`` is due once the buffer is empty."""
+STOP: Final = 0x010
+"""``on_error`` or a silent cancel is due; buffered items are dropped."""
+CLOSED: Final = 0x020
+"""Terminal; set before the terminal signal is delivered."""
+OPENED: Final = 0x040
+"""``on_subscribe`` was delivered (set by the consumer task once the call returned or raised)."""
+ALERT: Final = 0x080
+"""Look at STOP and WAITING before delivering the next item; set with either, cleared by the consumer."""
+WAITING: Final = 0x100
+"""A producer waits for space (set and cleared under the publisher's lock too)."""
+
+CTL_BITS: Final[dict[str, int]] = {
+    "RUNNING": RUNNING,
+    "PENDING": PENDING,
+    "QUEUED": QUEUED,
+    "COMPLETE": COMPLETE,
+    "STOP": STOP,
+    "CLOSED": CLOSED,
+    "OPENED": OPENED,
+    "ALERT": ALERT,
+    "WAITING": WAITING,
+}
+"""Each bit of ``BufferedSubscription._ctl`` by name, as the compiled core names it."""
+
+# The per-item looks at _ctl, as tables indexed by every value of it: a
+# tuple index is specialised on CPython 3.11, ``&`` is not (it costs twice
+# as much, a few per cent of an item's delivery).
+NOT_RUNNING: Final[tuple[bool, ...]] = tuple(not ctl & RUNNING for ctl in range(WAITING << 1))
+"""``NOT_RUNNING[ctl] == (not ctl & RUNNING)``: the producer's look after each append."""
+ALERTED: Final[tuple[bool, ...]] = tuple(bool(ctl & ALERT) for ctl in range(WAITING << 1))
+"""``ALERTED[ctl] == bool(ctl & ALERT)``: the consumer's look at each item."""
+
 
 FREE_THREADED: Final = bool(sysconfig.get_config_var("Py_GIL_DISABLED"))
 """Whether this interpreter is a free-threaded build, where the GIL may be off (see above)."""
-
-_NO_SECTION: Final = contextlib.nullcontext()
-"""What a slow path enters instead of ``self._lock`` with the GIL, where its racy pair needs none."""
 
 
 def _lock_of(condition: threading.Condition) -> AbstractContextManager[object]:
@@ -92,28 +163,20 @@ class BufferedSubscription(Subscription, Generic[T]):
 
     __slots__ = (
         "__weakref__",
-        "_alert",
         "_buffer",
         "_capacity",
-        "_closed",
-        "_complete",
         "_consumer",
         "_context",
+        "_ctl",
         "_delivered",
         "_demand",
         "_dropped",
         "_execute",
         "_handler",
         "_lock",
-        "_opened",
-        "_pending",
         "_pending_error",
-        "_queued",
-        "_running",
         "_space",
         "_space_lock",
-        "_stop",
-        "_waiting",
         "subscriber",
     )
 
@@ -132,7 +195,7 @@ class BufferedSubscription(Subscription, Generic[T]):
         # The subscriber's copy of the context current at subscribe() (see
         # flowpy._context), or None: every signal and the handler run in it.
         # Entered only by the thread holding the consumer task, and left
-        # before that task clears _running, so no two threads ever enter it.
+        # before that task clears RUNNING, so no two threads ever enter it.
         if context is not None and type(context) is not Context:
             raise TypeError(f"BufferedSubscription context must be a contextvars.Context or None, got {context!r}")
         self._context = context
@@ -148,33 +211,25 @@ class BufferedSubscription(Subscription, Generic[T]):
         # capacity check also notices closure.
         self._capacity = capacity
 
-        # --- Guarded by self._lock; hot-path flags are also read racily ---
+        # --- Written under self._lock only; _ctl and _demand are also read racily ---
         self._lock = threading.Lock()
         self._demand = 0  # outstanding request(n) total; MAX_DEMAND = unbounded
-        self._running = False  # a consumer task is pending or running; True forever once closed
-        self._pending = False  # a task was handed to the executor and no thread has claimed it
-        # A task handed to the executor has not started _run yet. Until it
-        # does, a start hands over no new task: that one will claim the
-        # pending work. So a subscription has at most one task in the
-        # executor, and a producer that ran the work inline (claiming it
-        # while blocked) leaves one stale task behind, not one per batch.
-        self._queued = False
-        self._complete = False  # on_complete is due once the buffer is empty
-        self._stop = False  # on_error or a silent cancel is due; buffered items are dropped
-        self._pending_error: BaseException | None = None  # the error for that on_error, if any
-        self._closed = False  # terminal; set before the terminal signal is delivered
+        # The state: a set of the bits RUNNING ... WAITING (module level, each
+        # with its meaning). Every write is under self._lock, including those
+        # of the bits that one side alone sets or clears: OPENED (the
+        # consumer), ALERT (set by signals and a waiting producer, cleared by
+        # the consumer), WAITING (set and cleared under the publisher's lock,
+        # then self._lock). Racy reads load it once (see the overview).
+        # QUEUED keeps one task at most in the executor: a producer that ran
+        # the work inline (claiming it while blocked) leaves one stale task
+        # behind, not one per batch. Without the GIL, ALERT is a hint: the
+        # section ending each batch (_end_batch) loads WAITING, and STOP
+        # after it (see the overview).
+        self._ctl = 0
+        self._pending_error: BaseException | None = None  # the error for STOP's on_error, if any
         self._execute: Callable[[Task], object] | None = execute  # None once closed
 
-        # --- Racy flags: set by any thread, cleared by the consumer ---
-        # Without the GIL, _alert is a hint: the section ending each batch
-        # (_end_batch) loads _waiting, and _stop after it (see the overview).
-        self._alert = False  # look at _stop and _waiting before delivering the next item
-        # A producer waits for space (written under the publisher's lock; set,
-        # on a free-threaded build, in wait_for_space's self._lock section).
-        self._waiting = False
-
-        # --- Consumer task only; read racily by producers on the slow path ---
-        self._opened = False  # on_subscribe was delivered
+        # --- Written by the thread holding the consumer task; read racily by others ---
         # Ident of the thread holding the task (inside consume()), 0 if none;
         # set under self._lock where it claims the task, cleared where it
         # lets go of it, so a handler can tell whether its thread holds it.
@@ -197,13 +252,14 @@ class BufferedSubscription(Subscription, Generic[T]):
         if type(n) is int and n > 0:
             try:
                 with self._lock:
-                    if self._closed:
+                    ctl = self._ctl
+                    if ctl & CLOSED:
                         return
                     demand = self._demand + n
                     self._demand = MAX_DEMAND if demand >= MAX_DEMAND else demand
-                    if self._running:
+                    if ctl & RUNNING:
                         return
-                    self._running = self._pending = True
+                    self._ctl = ctl | RUNNING | PENDING
                 self._start_signal()
             except BaseException:
                 self._start_signal()  # interrupted between marking the task and handing it over
@@ -236,7 +292,7 @@ class BufferedSubscription(Subscription, Generic[T]):
         """
         try:
             with self._lock:
-                self._running = self._pending = self._queued = True
+                self._ctl |= RUNNING | PENDING | QUEUED
             execute = self._execute
             assert execute is not None, "signal_subscribe is the first signal"
             execute(self._run)
@@ -251,53 +307,55 @@ class BufferedSubscription(Subscription, Generic[T]):
         """Deliver ``on_complete`` after the buffered items, as far as demand allows."""
         try:
             with self._lock:
-                if self._closed or self._complete:
+                ctl = self._ctl
+                if ctl & (CLOSED | COMPLETE):
                     return
-                self._complete = True
-                if self._running:
+                if ctl & RUNNING:
+                    self._ctl = ctl | COMPLETE
                     return
-                self._running = self._pending = True
+                self._ctl = ctl | COMPLETE | RUNNING | PENDING
             self._start_signal()
         except BaseException:
             self._start_signal()  # interrupted between marking the task and handing it over
             raise
 
-    def signal_error(self, error: BaseException | None) -> None:
+    def signal_error(self, error: BaseException | None, /) -> None:
         """Drop buffered items and deliver ``on_error(error)``, or close silently if ``None``."""
         try:
             with self._lock:
-                if self._closed:
+                ctl = self._ctl
+                if ctl & CLOSED:
                     return
                 if error is not None:
                     self._pending_error = error
-                self._stop = True
-                self._alert = True
-                if self._running:
+                if ctl & RUNNING:
+                    self._ctl = ctl | STOP | ALERT
                     return
-                self._running = self._pending = True
+                self._ctl = ctl | STOP | ALERT | RUNNING | PENDING
             self._start_signal()
         except BaseException:
             self._start_signal()  # interrupted between marking the task and handing it over
             raise
 
     # --- Producer side (caller holds the publisher's lock) ------------------
-    # offer and extend append, then load running (see the overview): with
-    # the GIL as they go, on a free-threaded build in one self._lock section.
+    # offer and extend append, then load RUNNING (see the overview): with
+    # the GIL as they go (through NOT_RUNNING), on a free-threaded build in
+    # one self._lock section.
 
     if not FREE_THREADED:
 
-        def offer(self, item: T) -> int:
+        def offer(self, item: T, /) -> int:
             """Buffer ``item``; return the items now buffered, 0 if full, -1 if closed."""
             buffer = self._buffer
             n = len(buffer)
             if n >= self._capacity:
-                return -1 if self._closed else 0
+                return -1 if self._ctl & CLOSED else 0
             buffer.append(item)
-            if not self._running and self._demand:
+            if NOT_RUNNING[self._ctl] and self._demand:
                 self._start_on_offer()
             return n + 1
 
-        def extend(self, items: list[T]) -> int:
+        def extend(self, items: list[T], /) -> int:
             """Buffer all ``items`` (none is ``None``), for which the caller saw room in :meth:`free_slots`.
 
             Returns the items now buffered; 0 if they do not all fit and -1 if
@@ -306,19 +364,19 @@ class BufferedSubscription(Subscription, Generic[T]):
             buffer = self._buffer
             n = len(buffer) + len(items)
             if n > self._capacity:
-                return -1 if self._closed else 0
+                return -1 if self._ctl & CLOSED else 0
             buffer.extend(items)
-            if not self._running and self._demand:
+            if NOT_RUNNING[self._ctl] and self._demand:
                 self._start_on_offer()
             return n
 
     else:
 
-        def offer(self, item: T) -> int:
+        def offer(self, item: T, /) -> int:
             """Buffer ``item``; return the items now buffered, 0 if full, -1 if closed."""
             return self._append(item, None)
 
-        def extend(self, items: list[T]) -> int:
+        def extend(self, items: list[T], /) -> int:
             """Buffer all ``items`` (none is ``None``), for which the caller saw room in :meth:`free_slots`.
 
             Returns the items now buffered; 0 if they do not all fit and -1 if
@@ -332,12 +390,12 @@ class BufferedSubscription(Subscription, Generic[T]):
             with self._lock:
                 n = len(buffer) + (1 if items is None else len(items))
                 if n > self._capacity:
-                    return -1 if self._closed else 0
+                    return -1 if self._ctl & CLOSED else 0
                 if items is None:
                     buffer.append(cast(T, item))
                 else:
                     buffer.extend(items)
-                start = not self._running and self._demand
+                start = not self._ctl & RUNNING and self._demand
             if start:
                 self._start_on_offer()
             return n
@@ -349,7 +407,7 @@ class BufferedSubscription(Subscription, Generic[T]):
 
     def has_space(self) -> bool:
         """Whether ``offer`` would not return 0: there is room, or it is closed."""
-        return len(self._buffer) < self._capacity or self._closed
+        return len(self._buffer) < self._capacity or bool(self._ctl & CLOSED)
 
     def claim_pending(self) -> bool:
         """Take over a task that the executor has not started; then run :meth:`consume`.
@@ -358,13 +416,14 @@ class BufferedSubscription(Subscription, Generic[T]):
         """
         me = get_ident()
         with self._lock:
-            if not self._pending:
+            ctl = self._ctl
+            if not ctl & PENDING:
                 return False
-            self._pending = False
+            self._ctl = ctl & ~PENDING
             self._consumer = me
             return True
 
-    def wait_for_space(self, timeout: float | None) -> bool:
+    def wait_for_space(self, timeout: float | None, /) -> bool:
         """Block until there is space, or closure, or ``timeout`` seconds pass.
 
         Returns whether the wait ended before the timeout. The caller holds
@@ -372,19 +431,20 @@ class BufferedSubscription(Subscription, Generic[T]):
         everything after a ``False`` return. A task that the executor has not
         started is run here first.
         """
-        if self._pending and self._run(False):  # racy: _run claims under self._lock
+        if self._ctl & PENDING and self._claim_and_deliver(False, None):  # racy: it claims under self._lock
             return True
-        with self._lock if FREE_THREADED else _NO_SECTION:  # store, then load: see the overview
-            self._waiting = True
-            self._alert = True
-            ready = self.has_space() or self._pending
+        with self._lock:  # store, then load (see the overview): the consumer pops with no lock
+            ctl = self._ctl
+            self._ctl = ctl | WAITING | ALERT
+            ready = self.has_space() or ctl & PENDING
             if ready:
-                self._waiting = False
+                self._ctl = ctl & ~WAITING
         return True if ready else self._space.wait(timeout)
 
     def stop_waiting(self) -> None:
         """Forget that a producer waits for space; the publisher's lock is held."""
-        self._waiting = False
+        with self._lock:
+            self._ctl &= ~WAITING
 
     def lag(self) -> int:
         """Items buffered and not yet taken (a racy estimate, for monitoring)."""
@@ -415,21 +475,22 @@ class BufferedSubscription(Subscription, Generic[T]):
 
     def has_task(self) -> bool:
         """Whether a consumer task is queued or running (a racy reading, for monitoring)."""
-        return self._running and not self._closed
+        return self._ctl & (RUNNING | CLOSED) == RUNNING
 
     @property
     def is_closed(self) -> bool:
         """Whether a terminal signal was delivered or the subscription was cancelled."""
-        return self._closed
+        return bool(self._ctl & CLOSED)
 
     # --- Starting the consumer task ---------------------------------------
 
     def _start_on_offer(self) -> None:
         try:
             with self._lock:
-                if self._running or self._closed or not self._demand:
+                ctl = self._ctl
+                if ctl & (RUNNING | CLOSED) or not self._demand:
                     return
-                self._running = self._pending = True
+                self._ctl = ctl | RUNNING | PENDING
             self._start_signal()
         except BaseException:
             self._start_signal()  # interrupted between marking the task and handing it over
@@ -444,8 +505,8 @@ class BufferedSubscription(Subscription, Generic[T]):
         signal.
         """
         # Racy, after this thread's offer (whose section, without the GIL,
-        # loaded running and demand): _start_on_offer looks again under self._lock.
-        if self._buffer and not self._running and self._demand:
+        # loaded RUNNING and demand): _start_on_offer looks again under self._lock.
+        if self._buffer and not self._ctl & RUNNING and self._demand:
             self._start_on_offer()
 
     def _start_signal(self) -> None:
@@ -469,15 +530,15 @@ class BufferedSubscription(Subscription, Generic[T]):
         """The body of :meth:`_start_signal`; raises what the executor (or an interrupt) raises."""
         with self._lock:
             execute = self._execute
-            if execute is None or not self._pending:
+            ctl = self._ctl
+            if execute is None or not ctl & PENDING:
                 return
-            queued = self._queued
-            self._queued = True
-        if not queued:
+            self._ctl = ctl | QUEUED
+        if not ctl & QUEUED:
             execute(self._run)
         # Racy, after the section above: a producer whose wait_for_space
-        # came before it is seen; one after it saw _pending and did not wait.
-        if self._waiting:
+        # came before it is seen; one after it saw PENDING and did not wait.
+        if self._ctl & WAITING:
             self._signal_waiter()
 
     def _start_failed(self, error: BaseException) -> None:
@@ -491,43 +552,50 @@ class BufferedSubscription(Subscription, Generic[T]):
         ends at once); only if that fails too is it a refusal.
         """
         with self._lock:
-            self._queued = False
+            self._ctl &= ~QUEUED
         if not isinstance(error, Exception):
             try:
                 self._hand_over()
             except BaseException as again:
                 with self._lock:
-                    self._queued = False
+                    self._ctl &= ~QUEUED
                 error = again
             else:
                 return
-        self._run(False, error)
+        self._claim_and_deliver(False, error)
 
-    def _run(self, queued_task: bool = True, refused: BaseException | None = None) -> bool:
+    def _run(self) -> None:
+        """The consumer task, as handed to the executor: claim the pending work, if no thread did, and deliver it."""
+        self._claim_and_deliver(True, None)
+
+    def _claim_and_deliver(self, queued_task: bool, refused: BaseException | None) -> bool:
         """Claim the pending work, if no thread did, and deliver it on this thread; return whether there was any.
 
-        Called as the executor's task (``queued_task``: then no task is
+        Called by the executor's task (``queued_task``: then no task is
         queued any more), by a producer blocked for space, and after a
         refused hand-off, to deliver ``on_error(refused)``.
         """
         try:
             me = get_ident()
             with self._lock:
+                ctl = self._ctl
                 if queued_task:
-                    self._queued = False
-                if not self._pending:
+                    ctl &= ~QUEUED
+                if not ctl & PENDING:
+                    self._ctl = ctl
                     return False
-                self._pending = False
-                self._consumer = me
-                if refused is not None and not self._stop:
+                ctl &= ~PENDING
+                if refused is not None and not ctl & STOP:
                     self._pending_error = refused
-                    self._stop = True
+                    ctl |= STOP
+                self._ctl = ctl
+                self._consumer = me
             self.consume()
         except BaseException as exc:
             if queued_task and not self.delivering_here():
                 # Interrupted before it claimed the work: a new task takes it.
                 with self._lock:
-                    self._queued = False
+                    self._ctl &= ~QUEUED
                 self._start_signal()
             else:
                 self._abandon(exc)
@@ -541,7 +609,7 @@ class BufferedSubscription(Subscription, Generic[T]):
 
         The signals run in the subscriber's context; the exit handshake runs
         after leaving it, so the next task may enter it as soon as
-        ``_running`` is clear. Whatever escapes while this thread holds the
+        RUNNING is clear. Whatever escapes while this thread holds the
         task (a ``BaseException`` from a subscriber method, or an interrupt
         of this code) ends the subscription with ``on_error`` of it, then
         propagates.
@@ -560,14 +628,17 @@ class BufferedSubscription(Subscription, Generic[T]):
             raise
 
     def _exit_handshake(self) -> bool:
-        """Clear "running" unless there is work, then look again; return whether the task may end."""
+        """Clear RUNNING unless there is work, then look again; return whether the task may end."""
         buffer = self._buffer
         with self._lock:
-            if self._stop or (buffer and self._demand) or (self._complete and not buffer):
+            ctl = self._ctl
+            if ctl & STOP or (buffer and self._demand) or (ctl & COMPLETE and not buffer):
                 return False  # changed since the delivery pass looked: deliver again
-            self._running = False
-            if (buffer and self._demand) or self._stop:
-                self._running = True
+            # Store, then load: with the GIL a producer appends with no lock
+            # (see the overview); every other write of _ctl waits for this section.
+            self._ctl = ctl & ~RUNNING
+            if buffer and self._demand:
+                self._ctl = ctl
                 return False
             self._consumer = 0
             return True
@@ -581,12 +652,12 @@ class BufferedSubscription(Subscription, Generic[T]):
         """
         if self._consumer != get_ident():
             return
-        if self._closed:
+        if self._ctl & CLOSED:
             self._signal_terminal()
             return
         with self._lock:
             self._pending_error = error
-            self._stop = True
+            self._ctl |= STOP
         context = self._context  # on_subscribe first, if due (rule 1.9); then on_error(error)
         if context is None:
             self._deliver()
@@ -607,10 +678,16 @@ class BufferedSubscription(Subscription, Generic[T]):
         subscriber = self.subscriber
         if subscriber is None:
             return False
-        if not self._opened:
-            self._opened = True
+        if not self._ctl & OPENED:
             try:
-                subscriber.on_subscribe(self)
+                try:
+                    subscriber.on_subscribe(self)
+                finally:
+                    # Delivered, whether it returned or raised. Set after the
+                    # call, not before: an interrupt as a section ends would
+                    # leave OPENED set and on_subscribe undelivered.
+                    with self._lock:
+                        self._ctl |= OPENED
             except BaseException as exc:
                 self._close_on_error(exc, report_failure=True)  # rule 2.13, as every flowpy publisher
                 if not isinstance(exc, Exception):
@@ -620,10 +697,11 @@ class BufferedSubscription(Subscription, Generic[T]):
         popleft = buffer.popleft
         on_next = None  # looked up at the first item: a subscriber without one fails as a raising on_next does
         lock = self._lock
-        # Racy looks at _stop, _demand, the buffer and _complete: one that is
+        alerted = ALERTED  # a local: looked at once per item
+        # Racy looks at STOP, _demand, the buffer and COMPLETE: one that is
         # stale leads to the exit handshake, which looks again under self._lock.
         while True:
-            if self._stop:
+            if self._ctl & STOP:
                 self._close_on_error(None)
                 return False
             demand = self._demand
@@ -637,7 +715,7 @@ class BufferedSubscription(Subscription, Generic[T]):
                         on_next = subscriber.on_next
                     for i in range(n):  # noqa: B007 - read after the loop
                         item = popleft()
-                        if self._alert and self._on_alert():
+                        if alerted[self._ctl] and self._on_alert():
                             break
                         on_next(item)
                     else:
@@ -657,9 +735,9 @@ class BufferedSubscription(Subscription, Generic[T]):
                 else:
                     self._delivered += i
                 continue
-            if self._complete and not buffer:
+            if self._ctl & COMPLETE and not buffer:
                 with lock:
-                    if self._stop:
+                    if self._ctl & STOP:
                         continue
                     self._close_locked()
                 self._signal_terminal()
@@ -673,34 +751,43 @@ class BufferedSubscription(Subscription, Generic[T]):
         One section, which the consumer ends every batch with: a producer's
         wait_for_space section either comes before it, and its waiting is
         seen here, or after it, and sees the items this batch popped. So no
-        wake-up is lost, whatever the per-item look at ``_alert`` saw; and a
-        stop set before this section is seen by the next look at ``_stop``.
+        wake-up is lost, whatever the per-item look at ALERT saw; and a
+        stop set before this section is seen by the next look at STOP.
         """
         with self._lock:
             self._demand -= used
             self._delivered += delivered
-            waiting = self._waiting
+            waiting = self._ctl & WAITING
         if waiting:
             self._signal_waiter()
 
     def _on_alert(self) -> bool:
-        """Handle a stop or a waiting producer; return whether to stop delivering."""
-        self._alert = False
-        if self._stop:
-            self._alert = True
-            return True
-        if self._waiting:
+        """Handle a stop or a waiting producer; return whether to stop delivering.
+
+        One section looks at STOP and WAITING and clears ALERT, so an ALERT
+        set with either (in one section too) is never cleared unseen.
+        """
+        with self._lock:
+            ctl = self._ctl
+            if ctl & STOP:
+                return True  # ALERT stays set: the next look stops too
+            self._ctl = ctl & ~ALERT
+        if ctl & WAITING:
             self._signal_waiter()
         return False
 
     def _signal_waiter(self) -> None:
-        # Notify first: if an interrupt comes before, _waiting stays set and
-        # the next signal (at the latest _release) notifies again. The
-        # publisher's lock is entered directly: threading.Condition's own
-        # __exit__ is Python code, where an interrupt would leave it held.
+        # Notify first: if an interrupt comes before, WAITING stays set and
+        # the next signal (at the latest _release) notifies again. WAITING is
+        # cleared under the publisher's lock, as it is set, so a producer
+        # cannot wait anew between this notify and the clear; self._lock
+        # comes second (the lock order). The publisher's lock is entered
+        # directly: threading.Condition's own __exit__ is Python code, where
+        # an interrupt would leave it held.
         with self._space_lock:
             self._space.notify_all()
-            self._waiting = False
+            with self._lock:
+                self._ctl &= ~WAITING
 
     def _on_next_failed(self, subscriber: Subscriber[T], exc: BaseException) -> None:
         handler = self._handler
@@ -719,16 +806,14 @@ class BufferedSubscription(Subscription, Generic[T]):
 
     # --- Closing ------------------------------------------------------------
     # Closing leaves the terminal signal due in _pending_error (on_error) or
-    # _complete (on_complete), neither for a cancel; _signal_terminal then
+    # COMPLETE (on_complete), neither for a cancel; _signal_terminal then
     # delivers it, so a closing that an interrupt cut short can be finished.
 
     def _close_locked(self) -> None:
         """Mark closed; the caller holds self._lock."""
-        self._closed = True
-        self._running = True
+        # CLOSED before the capacity: a producer that sees 0 room sees CLOSED.
+        self._ctl |= CLOSED | RUNNING | STOP | ALERT
         self._capacity = 0
-        self._stop = True
-        self._alert = True
         self._execute = None
 
     def _close_on_error(self, error: BaseException | None, *, report_failure: bool = False) -> None:
@@ -737,18 +822,18 @@ class BufferedSubscription(Subscription, Generic[T]):
         ``report_failure``: as :meth:`_signal_terminal`.
         """
         with self._lock:
-            if self._closed:
+            if self._ctl & CLOSED:
                 return
             if error is not None:
                 self._pending_error = error
-            self._complete = False
+            self._ctl &= ~COMPLETE
             self._close_locked()
         self._signal_terminal(report_failure)
 
     def _close_silently(self) -> None:
         with self._lock:
             self._pending_error = None
-            self._complete = False
+            self._ctl &= ~COMPLETE
             self._close_locked()
         self._release()
 
@@ -762,16 +847,25 @@ class BufferedSubscription(Subscription, Generic[T]):
         publisher reports it.
         """
         subscriber = self.subscriber
+        # After the closing section, which this thread (the task's holder)
+        # ran: no other thread writes _pending_error or COMPLETE any more.
         error = self._pending_error
-        complete = self._complete
-        self._pending_error = None
-        self._complete = False
+        complete = self._ctl & COMPLETE
         try:
-            if subscriber is not None:
-                if error is not None:
-                    subscriber.on_error(error)
-                elif complete:
-                    subscriber.on_complete()
+            try:
+                if subscriber is not None:
+                    if error is not None:
+                        subscriber.on_error(error)
+                    elif complete:
+                        subscriber.on_complete()
+            finally:
+                # Delivered, whether it returned or raised: no longer due.
+                # Cleared after the call, not before: an interrupt as the
+                # section ends would leave it undelivered and not due.
+                self._pending_error = None
+                if complete:
+                    with self._lock:
+                        self._ctl &= ~COMPLETE
         except Exception as failure:  # rule 2.13
             if report_failure:
                 report(failure, f"on_error of {subscriber!r} raised (rule 2.13)")
@@ -783,11 +877,11 @@ class BufferedSubscription(Subscription, Generic[T]):
         self.subscriber = None
         # Racy, after the closing section: a producer whose wait_for_space
         # came before it is seen; one after it found the subscription closed.
-        if self._waiting:
+        if self._ctl & WAITING:
             self._signal_waiter()
         self._buffer.clear()
         self._consumer = 0
 
     def __repr__(self) -> str:
-        state = "closed" if self._closed else f"demand={self._demand} buffered={len(self._buffer)}"
+        state = "closed" if self._ctl & CLOSED else f"demand={self._demand} buffered={len(self._buffer)}"
         return f"<BufferedSubscription {state} subscriber={self.subscriber!r}>"

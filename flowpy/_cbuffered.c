@@ -340,6 +340,9 @@ close_section(BufObject *self)
 {
     PyObject *execute = self->execute;
     ctl_set(self, CTL_CLOSED | CTL_RUNNING | CTL_STOP | CTL_ALERT);
+    /* The caller delivers the terminal signal itself, so none stays due: the
+       reference clears COMPLETE as it delivers on_complete. */
+    ctl_clear(self, CTL_COMPLETE);
     self->capacity = 0;
     self->execute = NULL;
     return execute;

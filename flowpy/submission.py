@@ -41,7 +41,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, ClassVar, Final, Generic, TypeVar, cast
 
 from flowpy import _impl
-from flowpy._buffered import FREE_THREADED, Handler
+from flowpy._buffered import FREE_THREADED, NOT_RUNNING, Handler
 from flowpy._buffered import BufferedSubscription as _PyBufferedSubscription
 from flowpy._checks import (
     check_timeout,
@@ -581,7 +581,7 @@ class _PySubmissionPublisher(_SubmissionPublisherBase[T]):
                     n = len(buffer)
                     if n < subscription._capacity:
                         buffer.append(item)
-                        if not subscription._running and subscription._demand:
+                        if NOT_RUNNING[subscription._ctl] and subscription._demand:
                             subscription._start_on_offer()
                         return n + 1
             if subscriptions and not self._blocked:  # _publish_locked, less its checks made here

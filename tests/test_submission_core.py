@@ -11,6 +11,7 @@ reference cycles.
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 import subprocess
 import sys
@@ -20,12 +21,13 @@ from typing import Any
 
 import pytest
 
-from flowpy import direct_executor
+from flowpy import _buffered, direct_executor, submission
+from flowpy._buffered import ALERT, CLOSED, COMPLETE, CTL_BITS, OPENED, PENDING, QUEUED, RUNNING, STOP, WAITING
 from flowpy.executors import DaemonThreadPool
 from flowpy.flow import Subscriber, Subscription
 from flowpy.submission import SubmissionPublisher
 from tests.core_impl import CORES, Core
-from tests.support import ManualExecutor, Recorder, RejectingExecutor
+from tests.support import ManualExecutor, Recorder, RejectingExecutor, wait_until_waiting
 
 MAX = 2**63 - 1
 
@@ -523,3 +525,235 @@ def test_request_takes_n_by_position_or_by_name_as_subscription_request_does(cor
         with pytest.raises(TypeError, match=message):
             call()
     assert subscription.estimate_demand() == 5
+
+
+# --- The state word -----------------------------------------------------------------------
+# Both cores keep a subscription's state in _ctl (docs/internals.md): the same
+# steps leave the same bits in each.
+
+SHARED_BITS = {
+    "RUNNING": 0x001,
+    "PENDING": 0x002,
+    "QUEUED": 0x004,
+    "COMPLETE": 0x008,
+    "STOP": 0x010,
+    "CLOSED": 0x020,
+    "OPENED": 0x040,
+    "ALERT": 0x080,
+    "WAITING": 0x100,
+}
+"""The names and values flowpy/_cbuffered.c uses for the same bits."""
+
+TERMINATED = OPENED | CLOSED | RUNNING | STOP | ALERT
+"""``_ctl`` once the terminal signal (or none, for a cancel) was delivered: ``RUNNING`` stays set."""
+
+
+def test_ctl_bits_are_distinct_single_bits_with_the_compiled_cores_values() -> None:
+    assert CTL_BITS == SHARED_BITS
+    values = list(CTL_BITS.values())
+    assert all(value > 0 and value & (value - 1) == 0 for value in values)
+    assert len(set(values)) == len(values)
+    for name, value in CTL_BITS.items():
+        assert getattr(_buffered, name) == value
+        assert name in _buffered.__all__
+    assert "CTL_BITS" in _buffered.__all__
+    # The per-item looks, tables indexed by _ctl, cover every combination of the bits.
+    every = range(sum(values) + 1)
+    assert tuple(not ctl & RUNNING for ctl in every) == _buffered.NOT_RUNNING
+    assert tuple(bool(ctl & ALERT) for ctl in every) == _buffered.ALERTED
+
+
+def test_ctl_of_a_fresh_subscription_is_zero(core: Core) -> None:
+    space = threading.Condition(threading.RLock())
+    subscription = core.BufferedSubscription(Recorder(), ManualExecutor().execute, 8, None, space)
+    assert subscription._ctl == 0
+
+
+def test_ctl_moves_through_subscribe_demand_completion(core: Core) -> None:
+    publisher, executor = manual(core, capacity=4)
+    recorder = Recorder()
+    publisher.subscribe(recorder)
+    (subscription,) = publisher._subscriptions
+    assert subscription._ctl == RUNNING | PENDING | QUEUED  # signal_subscribe handed a task over
+    executor.run_all()
+    assert subscription._ctl == OPENED  # on_subscribe delivered, the task ended
+    publisher.submit(1)
+    assert subscription._ctl == OPENED  # no demand: no task
+    assert recorder.subscription is not None
+    recorder.subscription.request(1)
+    assert subscription._ctl == OPENED | RUNNING | PENDING | QUEUED
+    executor.run_one()
+    assert subscription._ctl == OPENED and recorder.items == [1]
+    publisher.submit(2)
+    publisher.close()
+    assert subscription._ctl == OPENED | COMPLETE | RUNNING | PENDING | QUEUED
+    executor.run_all()
+    assert subscription._ctl == OPENED | COMPLETE  # due once item 2 went out, which lacks demand
+    recorder.subscription.request(1)
+    executor.run_all()
+    assert subscription._ctl == TERMINATED  # COMPLETE cleared as on_complete was delivered
+    assert recorder.kinds() == ["on_subscribe", "on_next", "on_next", "on_complete"]
+
+
+def test_ctl_on_a_direct_executor_is_opened_then_terminated_by_cancel(core: Core) -> None:
+    publisher: SubmissionPublisher[int] = core.SubmissionPublisher(direct_executor, 4)
+    recorder = Recorder()
+    publisher.subscribe(recorder)
+    (subscription,) = publisher._subscriptions
+    assert subscription._ctl == OPENED
+    assert recorder.subscription is not None
+    recorder.subscription.cancel()
+    assert subscription._ctl == TERMINATED
+    assert recorder.kinds() == ["on_subscribe"]
+    publisher.close()
+
+
+def test_ctl_of_a_cancel_before_the_first_task_keeps_the_task_then_delivers_on_subscribe_only(core: Core) -> None:
+    publisher, executor = manual(core)
+    recorder = Recorder()
+    publisher.subscribe(recorder)
+    (subscription,) = publisher._subscriptions
+    subscription.cancel()
+    assert subscription._ctl == RUNNING | PENDING | QUEUED | STOP | ALERT  # the queued task claims the stop
+    executor.run_all()
+    assert subscription._ctl == TERMINATED and recorder.kinds() == ["on_subscribe"]
+    publisher.close()
+
+
+def test_ctl_announces_a_waiting_producer_until_the_consumer_frees_a_slot(core: Core) -> None:
+    executor = ManualExecutor()
+    space = threading.Condition(threading.RLock())
+    recorder = Recorder()
+    subscription = core.BufferedSubscription(recorder, executor.execute, 1, None, space)
+    subscription.signal_subscribe()
+    executor.run_all()
+    assert subscription.offer(1) == 1 and not subscription.has_space()
+    with space:  # the publisher's lock, as a producer holds it
+        assert subscription.wait_for_space(0) is False  # timed out, still announced
+        assert subscription._ctl == OPENED | WAITING | ALERT
+        subscription.stop_waiting()
+        assert subscription._ctl == OPENED | ALERT
+        assert subscription.wait_for_space(0) is False
+    assert recorder.subscription is not None
+    recorder.subscription.request(1)
+    executor.run_all()  # the consumer sees ALERT at the item, clears it and wakes the producer
+    assert subscription._ctl == OPENED and recorder.items == [1]
+    subscription.cancel()
+    executor.run_all()
+    assert subscription._ctl == TERMINATED
+
+
+class OwnedLock:
+    """A lock that knows which thread holds it."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.owner = 0
+
+    def acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
+        taken = self._lock.acquire(blocking, timeout)
+        if taken:
+            self.owner = threading.get_ident()
+        return taken
+
+    def release(self) -> None:
+        self.owner = 0
+        self._lock.release()
+
+    def __enter__(self) -> bool:
+        return self.acquire()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.release()
+
+
+def checked_subscription_class(unlocked: list[str]) -> type[Any]:
+    """A pure-core subscription that records, in ``unlocked``, every write of ``_ctl`` not under its ``_lock``."""
+    slot = _buffered.BufferedSubscription._ctl  # type: ignore[attr-defined]
+
+    def get(self: Any) -> int:
+        value: int = slot.__get__(self)
+        return value
+
+    def set_(self: Any, value: int) -> None:
+        lock = self._lock
+        if isinstance(lock, OwnedLock) and lock.owner != threading.get_ident():
+            frame = sys._getframe(1)
+            unlocked.append(f"{frame.f_code.co_name}:{frame.f_lineno}")
+        slot.__set__(self, value)
+
+    class Checked(_buffered.BufferedSubscription[Any]):
+        __slots__ = ()
+        _ctl = property(get, set_)
+
+        def __init__(self, *args: Any) -> None:
+            super().__init__(*args)
+            self._lock = OwnedLock()
+
+    return Checked
+
+
+def test_every_write_of_ctl_holds_the_subscriptions_lock() -> None:
+    """The pure core's writes; the compiled core's are in sections, which C cannot leave out (see _cbuffered.c)."""
+    unlocked: list[str] = []
+
+    class Checked(submission._PySubmissionPublisher[Any]):
+        _subscription_type = checked_subscription_class(unlocked)
+
+    checked = dataclasses.replace(CORES["python"], SubmissionPublisher=Checked)
+
+    # Subscribe, demand, delivery, completion, cancel and a refused task.
+    publisher, executor = manual(checked, capacity=2)
+    completing, cancelling = Recorder(initial=MAX), Recorder()
+    publisher.subscribe(completing)
+    publisher.subscribe(cancelling)
+    executor.run_all()
+    publisher.submit(1)
+    executor.run_all()
+    assert cancelling.subscription is not None
+    cancelling.subscription.cancel()
+    executor.run_all()
+    publisher.close()
+    executor.run_all()
+    assert completing.kinds() == ["on_subscribe", "on_next", "on_complete"]
+    rejecting = RejectingExecutor(1)
+    refusing: SubmissionPublisher[int] = Checked(rejecting, 2)
+    refused = Recorder(initial=MAX)
+    refusing.subscribe(refused)
+    rejecting.inner.run_all()
+    refusing.submit(1)  # the executor refuses the delivery task: on_error here
+    assert refused.kinds() == ["on_subscribe", "on_error"]
+
+    # A producer waiting for space, woken by the consumer on another thread.
+    publisher, executor = manual(checked, capacity=1)
+    inside, release = threading.Event(), threading.Event()
+
+    def hold_first(item: int) -> None:
+        if item == 1:
+            inside.set()
+            assert release.wait(30)
+
+    waited = Recorder(initial=MAX, on_next_hook=hold_first)
+    publisher.subscribe(waited)
+    executor.run_all()
+    publisher.submit(1)
+    consumer = threading.Thread(target=executor.run_all, name="consumer")
+    consumer.start()
+    assert inside.wait(30)
+    publisher.submit(2)  # fills the buffer again
+    producer = threading.Thread(target=publisher.submit, args=(3,), name="producer")
+    producer.start()
+    wait_until_waiting(producer)
+    (subscription,) = publisher._subscriptions
+    assert subscription._ctl & (WAITING | ALERT) == WAITING | ALERT
+    release.set()
+    producer.join(30)
+    consumer.join(30)
+    assert not producer.is_alive() and not consumer.is_alive()
+    executor.run_all()
+    assert waited.items == [1, 2, 3]
+    publisher.close()
+    executor.run_all()
+    assert waited.kinds()[-1] == "on_complete"
+
+    assert unlocked == []
