@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import sysconfig
 import threading
 from collections import deque
@@ -564,10 +565,6 @@ class BufferedSubscription(Subscription, Generic[T]):
                 return
         self._claim_and_deliver(False, error)
 
-    def _run(self) -> None:
-        """The consumer task, as handed to the executor: claim the pending work, if no thread did, and deliver it."""
-        self._claim_and_deliver(True, None)
-
     def _claim_and_deliver(self, queued_task: bool, refused: BaseException | None) -> bool:
         """Claim the pending work, if no thread did, and deliver it on this thread; return whether there was any.
 
@@ -601,6 +598,14 @@ class BufferedSubscription(Subscription, Generic[T]):
                 self._abandon(exc)
             raise
         return True
+
+    _run = functools.partialmethod(_claim_and_deliver, True, None)
+    """The consumer task, as handed to the executor: ``_claim_and_deliver`` as a task that was queued.
+
+    A partial, not a method calling it: no frame of its own stands between the
+    executor's call and the ``try`` that hands the work on if an interrupt
+    comes before it was claimed.
+    """
 
     # --- Consumer task ------------------------------------------------------
 

@@ -11,6 +11,7 @@ against the Python class, where both have them.
 from __future__ import annotations
 
 import ast
+import functools
 import inspect
 import threading
 from pathlib import Path
@@ -89,6 +90,8 @@ def stub() -> tuple[dict[str, dict[str, Shape]], set[str]]:
 def shape_of(owner: type, name: str) -> Shape:
     """The shape of ``owner.name`` at run time."""
     member = inspect.getattr_static(owner, name)
+    if isinstance(member, functools.partialmethod):
+        member = getattr(owner, name)
     if isinstance(member, staticmethod | classmethod):
         member = member.__func__
     if not callable(member) or isinstance(member, property):
