@@ -16,7 +16,7 @@ import pytest
 from flowpy import ClosedPublisherError, ReentrantSubmitError, direct_executor
 from flowpy.executors import DaemonThreadPool
 from flowpy.submission import SubmissionPublisher
-from tests.core_impl import Core
+from tests.core_impl import CORES, Core
 from tests.support import ManualExecutor, Recorder
 
 MAX = 2**63 - 1
@@ -210,9 +210,10 @@ def test_a_chunk_that_no_longer_fits_a_buffer_goes_in_item_by_item_and_nothing_i
     assert first.completed and second.completed and first.violations == second.violations == []
 
 
-def test_offer_each_into_a_closed_subscription_prunes_it_and_drops_the_rest(core: Core) -> None:
+def test_offer_each_into_a_closed_subscription_prunes_it_and_drops_the_rest() -> None:
+    """The pure twin's _offer_each (the compiled twin's is C, tested in tests/test_submission_compiled.py)."""
     executor = ManualExecutor()
-    publisher: SubmissionPublisher[int] = core.SubmissionPublisher(executor, 4)
+    publisher: SubmissionPublisher[int] = CORES["python"].SubmissionPublisher(executor, 4)
     leaving, staying = Recorder(initial=MAX), Recorder(initial=MAX)
     publisher.subscribe(leaving)
     publisher.subscribe(staying)
