@@ -13,6 +13,7 @@ import pytest
 
 from flowpy.flow import Subscriber, Subscription
 from flowpy.spark import publish_stream
+from tests.spark.helpers import Gate
 from tests.support import Recorder
 
 
@@ -36,6 +37,29 @@ def test_stream_available_now_delivers_every_file_row_then_completes(spark: Any,
     assert recorder.completed and recorder.violations == []
     assert sorted(row["id"] for row in recorder.items) == list(range(300))
     assert not query.isActive and publisher.is_closed
+
+
+@pytest.mark.timeout(120)
+def test_stream_failure_is_signalled_after_the_rows_a_subscriber_is_still_taking(spark: Any, tmp_path: Path) -> None:
+    source = tmp_path / "in"
+    source.mkdir()
+    (source / "good.json").write_text("".join(json.dumps({"id": i}) + "\n" for i in range(5)))
+    stream = spark.readStream.schema("id LONG").option("maxFilesPerTrigger", 1).json(str(source))
+    failing = stream.selectExpr("CASE WHEN id >= 100 THEN raise_error('bad row') ELSE id END AS id")
+    publisher, query = publish_stream(failing, checkpoint_location=str(tmp_path / "checkpoint"))
+    gate = Gate()
+    recorder = Recorder(initial=2**63 - 1, on_next_hook=gate)
+    publisher.subscribe(recorder)
+    assert gate.entered.wait(90)  # batch 0 was handed over; its row 0 is being delivered
+    (source / "bad.json").write_text(json.dumps({"id": 100}) + "\n")  # batch 1 fails
+    with pytest.raises(Exception, match="bad row"):
+        query.awaitTermination(90)
+    for watcher in [t for t in threading.enumerate() if t.name == f"flowpy-stream-{query.id}"]:
+        watcher.join(30)  # it hands the failure to the publisher, then ends
+        assert not watcher.is_alive()
+    gate.open()
+    assert recorder.done.wait(30) and recorder.error is not None and "bad row" in str(recorder.error)
+    assert [row["id"] for row in recorder.items] == [0, 1, 2, 3, 4] and recorder.violations == []
 
 
 class _Paced(Subscriber[dict[str, Any]]):
