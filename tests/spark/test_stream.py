@@ -13,6 +13,7 @@ import pytest
 
 from flowpy.flow import Subscriber, Subscription
 from flowpy.spark import publish_stream
+from flowpy.spark._stream import StreamPublisher
 from tests.spark.helpers import Gate
 from tests.support import Recorder
 
@@ -37,6 +38,36 @@ def test_stream_available_now_delivers_every_file_row_then_completes(spark: Any,
     assert recorder.completed and recorder.violations == []
     assert sorted(row["id"] for row in recorder.items) == list(range(300))
     assert not query.isActive and publisher.is_closed
+
+
+def test_stream_publisher_fail_waits_until_no_subscriber_is_taking_items() -> None:
+    publisher: StreamPublisher[int] = StreamPublisher(16)
+    gate = Gate()
+    taking = Recorder(initial=10, on_next_hook=gate)
+    idle = Recorder(initial=0)
+    publisher.subscribe(taking)
+    publisher.subscribe(idle)
+    publisher.submit_many([1, 2, 3])
+    assert gate.entered.wait(30)  # item 1 is being delivered to `taking`; 2 and 3 wait in its buffer
+    failure = RuntimeError("the query failed")
+    publisher.fail(failure)  # returns at once
+    assert not publisher.is_closed and not idle.done.is_set()
+    gate.open()
+    assert taking.done.wait(30) and taking.error is failure and taking.items == [1, 2, 3]
+    # `idle` requested nothing: it gets the error once `taking` is done, without its buffered items.
+    assert idle.done.wait(30) and idle.error is failure and idle.items == []
+    assert taking.violations == [] and idle.violations == []
+
+
+def test_stream_publisher_fail_without_a_busy_subscriber_closes_at_once() -> None:
+    publisher: StreamPublisher[int] = StreamPublisher(16)
+    recorder = Recorder(initial=0)
+    publisher.subscribe(recorder)
+    assert recorder.subscribed.wait(30)
+    publisher.submit(1)
+    failure = RuntimeError("the query failed")
+    publisher.fail(failure)
+    assert recorder.done.wait(30) and recorder.error is failure and recorder.items == []
 
 
 @pytest.mark.timeout(120)
