@@ -66,6 +66,7 @@ __all__ = [
     "recv_json",
     "send_frame",
     "send_json",
+    "send_table",
 ]
 
 FORMAT = "flowpy"
@@ -98,6 +99,23 @@ def send_frame(sock: socket.socket, payload: bytes | bytearray | memoryview | An
     else:
         sock.sendall(header)
         sock.sendall(view)
+
+
+def send_table(sock: socket.socket, table: pa.Table) -> None:
+    """Send ``table`` as one frame holding an Arrow IPC stream, written straight to the socket.
+
+    The stream's length is measured first (without copying any data), so the
+    stream is never assembled in memory: a growing buffer would copy and
+    page in the whole stream once more.
+    """
+    import pyarrow as pa
+
+    mock = pa.MockOutputStream()
+    with pa.ipc.new_stream(mock, table.schema) as writer:
+        writer.write_table(table)
+    sock.sendall(struct.pack(_LENGTH, mock.size()))
+    with sock.makefile("wb") as out, pa.ipc.new_stream(out, table.schema) as writer:
+        writer.write_table(table)
 
 
 def _recv_exact(sock: socket.socket, size: int) -> bytearray:

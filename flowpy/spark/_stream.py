@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from flowpy.errors import ClosedPublisherError
+from flowpy.executors import DEFAULT, resolve_execute
 from flowpy.flow import Subscriber, default_buffer_size
 from flowpy.spark._arrow import row_to_dict
 from flowpy.spark._session import is_connect
@@ -49,7 +50,9 @@ def publish_stream(
     When the query ends (``query.stop()``, an ``availableNow`` trigger
     running out of input, or a failure) the publisher is closed: subscribers
     get every row already accepted, then ``on_complete``, or ``on_error``
-    with the query's exception. ``query.stop()`` waits until the micro-batch
+    with the query's exception (see :meth:`StreamPublisher.fail`: the error
+    waits for the rows a subscriber's demand lets it take, not for new
+    requests). ``query.stop()`` waits until the micro-batch
     under way has been accepted; to stop at once, close the publisher first:
     the blocked ``submit`` raises, and the query fails with that error.
 
@@ -99,7 +102,7 @@ def publish_stream(
         try:
             query.awaitTermination()
         except BaseException as exc:
-            publisher.close_exceptionally(exc)
+            publisher.fail(exc)
         else:
             publisher.close()
 
@@ -108,10 +111,16 @@ def publish_stream(
 
 
 class StreamPublisher(SubmissionPublisher[T]):
-    """A SubmissionPublisher that lets a streaming query wait for its first subscriber."""
+    """A SubmissionPublisher that lets a streaming query wait for its first subscriber, and fail after its rows.
+
+    Its subscribers are called on the shared pool, through a
+    :class:`_TaskCount`.
+    """
 
     def __init__(self, max_buffer_capacity: int) -> None:
-        super().__init__(max_buffer_capacity=max_buffer_capacity)
+        tasks = _TaskCount(resolve_execute(DEFAULT))
+        super().__init__(tasks, max_buffer_capacity=max_buffer_capacity)
+        self._tasks = tasks
         self._first_subscriber = threading.Event()  # set by the first subscribe()
 
     def subscribe(self, subscriber: Subscriber[T]) -> None:
@@ -127,3 +136,94 @@ class StreamPublisher(SubmissionPublisher[T]):
         while not self._first_subscriber.wait(_CLOSE_CHECK_SECONDS):
             if self.is_closed:
                 raise ClosedPublisherError("cannot hand over a micro-batch: the stream's publisher was closed")
+
+    def fail(self, error: BaseException) -> None:
+        """``close_exceptionally(error)`` once every subscriber took the items its demand lets it take.
+
+        ``close_exceptionally`` drops buffered items; a stream's rows, once
+        accepted, are promised before its error. So the error waits until no
+        subscriber's consumer task is queued or running: at once if none is,
+        else when the last one ends (on the pool thread, after it). A
+        subscriber whose demand is spent then gets ``on_error`` without the
+        items still buffered for it: the error waits for the demand there
+        is, never for a request, so a subscriber that stops requesting does
+        not hold it back. Returns at once.
+        """
+        self._tasks.call_when_idle(lambda: self.close_exceptionally(error))
+
+
+class _TaskCount:
+    """An executor that counts the tasks it was given and that have not ended, and calls back when none is left.
+
+    The publisher's consumer tasks run here. A subscription with buffered
+    items and outstanding demand always has its task queued or running (the
+    exit handshake of :class:`~flowpy._buffered.BufferedSubscription`), and
+    an item it took from its buffer is delivered before that task ends; so
+    while the count is 0 every subscriber has taken every item its demand
+    allowed.
+    """
+
+    def __init__(self, execute: Callable[[Callable[[], object]], object]) -> None:
+        self._execute = execute
+        self._lock = threading.Lock()
+        # --- Guarded by self._lock ----------------------------------------
+        self._active = 0  # tasks given to execute() that have neither ended nor been refused
+        self._when_idle: list[Callable[[], object]] = []  # called, outside the lock, by whoever brings _active to 0
+
+    def execute(self, task: Callable[[], object]) -> None:
+        """Run ``task`` on the underlying executor, counted until it ends.
+
+        Raises:
+            BaseException: what the underlying executor raised; the task is then not counted.
+        """
+        counted = _Counted(self, task)
+        with self._lock:
+            self._active += 1
+        try:
+            self._execute(counted)
+        except BaseException:
+            counted.end()
+            raise
+
+    def call_when_idle(self, fn: Callable[[], object]) -> None:
+        """Call ``fn`` now if no task is counted, else on the thread of the task that ends last."""
+        with self._lock:
+            if self._active:
+                self._when_idle.append(fn)
+                return
+        fn()
+
+    def _ended(self) -> None:
+        with self._lock:
+            self._active -= 1
+            if self._active:
+                return
+            due, self._when_idle = self._when_idle, []
+        for fn in due:
+            fn()
+
+
+class _Counted:
+    """One task of a :class:`_TaskCount`: runs it, then ends its count, once."""
+
+    __slots__ = ("_count", "_ended", "_task")
+
+    def __init__(self, count: _TaskCount, task: Callable[[], object]) -> None:
+        self._count = count
+        self._task = task
+        self._ended = False  # guarded by count._lock: the count was taken back
+
+    def __call__(self) -> None:
+        try:
+            self._task()
+        finally:
+            self.end()
+
+    def end(self) -> None:
+        """Take this task off the count, unless it was already."""
+        count = self._count
+        with count._lock:
+            if self._ended:
+                return
+            self._ended = True
+        count._ended()

@@ -304,7 +304,7 @@ class _QueryBridge:
         if error is None:
             publisher.close()
         else:
-            publisher.close_exceptionally(error)
+            publisher.fail(error)  # after the rows the subscribers' demand lets them take
         assert self.endpoint is not None
         self.endpoint.close()
         self.remove_scratch()
@@ -380,7 +380,10 @@ def stream_publisher(
     When the query ends (``query.stop()``, an ``availableNow`` trigger
     running out of input, a failure) the publisher closes after handing over
     every committed row: ``on_complete``, or ``on_error`` with the query's
-    exception. Closing the publisher stops the query. Works on classic
+    exception, once each subscriber took the rows its demand lets it take
+    (:meth:`~flowpy.spark._stream.StreamPublisher.fail`: a subscriber whose
+    demand is spent gets it without the rest). Closing the publisher stops
+    the query. Works on classic
     sessions and on Spark Connect alike (unlike :func:`publish_stream`, whose
     ``foreachBatch`` runs on a Connect server, not here).
 

@@ -15,7 +15,7 @@ from flowpy._core.upstream import UpstreamSlot
 from flowpy._fork import at_fork_in_child
 from flowpy.flow import Publisher, Subscriber, Subscription
 from flowpy.spark._arrow import ArrowTables, SchemaLike, is_columnar, rows_of, struct_of
-from flowpy.spark._bridge import FORMAT, offset_row, recv_json, send_frame, send_json
+from flowpy.spark._bridge import FORMAT, offset_row, recv_json, send_json, send_table
 from flowpy.spark._endpoint import Endpoint, close_at_exit, register, reply_error
 
 if TYPE_CHECKING:
@@ -283,11 +283,8 @@ class _SourceStream(Subscriber[Any]):
                 f"{type(exc).__name__}: {exc}",
             )
             return
-        sink = pa.BufferOutputStream()
-        with pa.ipc.new_stream(sink, table.schema) as writer:
-            writer.write_table(table)
         send_json(connection, {"ok": True})
-        send_frame(connection, sink.getvalue())
+        send_table(connection, table)
 
     def _pieces(self, first: int, last: int) -> list[Any]:
         """The items, sliced where they straddle an end, that hold rows ``[first, last)``."""

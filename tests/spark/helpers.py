@@ -26,6 +26,21 @@ class Arrivals:
             assert self._changed.wait_for(lambda: self.count >= n, timeout), f"{self.count} of {n} arrived"
 
 
+class Gate:
+    """An ``on_next`` hook that holds the first item's delivery until the test opens the gate."""
+
+    def __init__(self) -> None:
+        self.entered = threading.Event()  # the first on_next is under way, held here
+        self._open = threading.Event()
+
+    def __call__(self, item: object) -> None:
+        self.entered.set()
+        assert self._open.wait(60), "the gate was never opened"
+
+    def open(self) -> None:
+        self._open.set()
+
+
 class HandUpstream(Publisher[Any], Subscription):
     """A publisher for one subscriber whose items the test emits by hand.
 

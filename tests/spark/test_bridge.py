@@ -15,7 +15,16 @@ import pytest
 
 pytest.importorskip("pyspark")
 
-from flowpy.spark._bridge import FlowpyDataSource, _Reader, offset_row, recv_frame, recv_json, send_frame, send_json
+from flowpy.spark._bridge import (
+    FlowpyDataSource,
+    _Reader,
+    offset_row,
+    recv_frame,
+    recv_json,
+    send_frame,
+    send_json,
+    send_table,
+)
 
 
 def test_bridge_frames_of_any_size_arrive_whole() -> None:
@@ -34,6 +43,25 @@ def test_bridge_frames_of_any_size_arrive_whole() -> None:
         sender.start()
         assert recv_frame(right) == big
         sender.join()
+
+
+def test_bridge_table_arrives_as_one_frame_holding_its_arrow_stream() -> None:
+    import threading
+
+    pa = pytest.importorskip("pyarrow")
+    ids = pa.array(range(300_000), pa.int64())  # several MiB: over the socket's buffer
+    table = pa.Table.from_batches(
+        [pa.record_batch([ids.slice(i, 100_000), pa.array(["x"] * 100_000)], names=["id", "s"]) for i in (0, 100_000)]
+    )
+    left, right = socket.socketpair()
+    with left, right:
+        sender = threading.Thread(target=send_table, args=(left, table))
+        sender.start()
+        payload = recv_frame(right)
+        sender.join()
+        send_json(left, {"after": True})  # the frame ended where its length said
+        assert recv_json(right) == {"after": True}
+    assert pa.ipc.open_stream(pa.py_buffer(payload)).read_all().equals(table)
 
 
 def test_bridge_connection_closed_between_frames_is_eof_and_inside_one_is_an_error() -> None:

@@ -13,6 +13,8 @@ import pytest
 
 from flowpy.flow import Subscriber, Subscription
 from flowpy.spark import publish_stream
+from flowpy.spark._stream import StreamPublisher
+from tests.spark.helpers import Gate
 from tests.support import Recorder
 
 
@@ -36,6 +38,59 @@ def test_stream_available_now_delivers_every_file_row_then_completes(spark: Any,
     assert recorder.completed and recorder.violations == []
     assert sorted(row["id"] for row in recorder.items) == list(range(300))
     assert not query.isActive and publisher.is_closed
+
+
+def test_stream_publisher_fail_waits_until_no_subscriber_is_taking_items() -> None:
+    publisher: StreamPublisher[int] = StreamPublisher(16)
+    gate = Gate()
+    taking = Recorder(initial=10, on_next_hook=gate)
+    idle = Recorder(initial=0)
+    publisher.subscribe(taking)
+    publisher.subscribe(idle)
+    publisher.submit_many([1, 2, 3])
+    assert gate.entered.wait(30)  # item 1 is being delivered to `taking`; 2 and 3 wait in its buffer
+    failure = RuntimeError("the query failed")
+    publisher.fail(failure)  # returns at once
+    assert not publisher.is_closed and not idle.done.is_set()
+    gate.open()
+    assert taking.done.wait(30) and taking.error is failure and taking.items == [1, 2, 3]
+    # `idle` requested nothing: it gets the error once `taking` is done, without its buffered items.
+    assert idle.done.wait(30) and idle.error is failure and idle.items == []
+    assert taking.violations == [] and idle.violations == []
+
+
+def test_stream_publisher_fail_without_a_busy_subscriber_closes_at_once() -> None:
+    publisher: StreamPublisher[int] = StreamPublisher(16)
+    recorder = Recorder(initial=0)
+    publisher.subscribe(recorder)
+    assert recorder.subscribed.wait(30)
+    publisher.submit(1)
+    failure = RuntimeError("the query failed")
+    publisher.fail(failure)
+    assert recorder.done.wait(30) and recorder.error is failure and recorder.items == []
+
+
+@pytest.mark.timeout(120)
+def test_stream_failure_is_signalled_after_the_rows_a_subscriber_is_still_taking(spark: Any, tmp_path: Path) -> None:
+    source = tmp_path / "in"
+    source.mkdir()
+    (source / "good.json").write_text("".join(json.dumps({"id": i}) + "\n" for i in range(5)))
+    stream = spark.readStream.schema("id LONG").option("maxFilesPerTrigger", 1).json(str(source))
+    failing = stream.selectExpr("CASE WHEN id >= 100 THEN raise_error('bad row') ELSE id END AS id")
+    publisher, query = publish_stream(failing, checkpoint_location=str(tmp_path / "checkpoint"))
+    gate = Gate()
+    recorder = Recorder(initial=2**63 - 1, on_next_hook=gate)
+    publisher.subscribe(recorder)
+    assert gate.entered.wait(90)  # batch 0 was handed over; its row 0 is being delivered
+    (source / "bad.json").write_text(json.dumps({"id": 100}) + "\n")  # batch 1 fails
+    with pytest.raises(Exception, match="bad row"):
+        query.awaitTermination(90)
+    for watcher in [t for t in threading.enumerate() if t.name == f"flowpy-stream-{query.id}"]:
+        watcher.join(30)  # it hands the failure to the publisher, then ends
+        assert not watcher.is_alive()
+    gate.open()
+    assert recorder.done.wait(30) and recorder.error is not None and "bad row" in str(recorder.error)
+    assert [row["id"] for row in recorder.items] == [0, 1, 2, 3, 4] and recorder.violations == []
 
 
 class _Paced(Subscriber[dict[str, Any]]):

@@ -21,7 +21,7 @@ import pytest
 from flowpy.spark._bridge import _Writer, recv_frame
 from flowpy.spark._endpoint import Endpoint
 from flowpy.spark._stream_publisher import QueryPublisher, _QueryBridge
-from tests.spark.helpers import Arrivals, WorkerKiller, assert_threads_end
+from tests.spark.helpers import Arrivals, Gate, WorkerKiller, assert_threads_end
 from tests.support import Recorder
 
 pa = pytest.importorskip("pyarrow")
@@ -300,6 +300,39 @@ def test_stream_publisher_failure_of_the_query_is_signalled_after_the_committed_
     bridge.query.fail(failure)
     assert recorder.done.wait(30) and recorder.error is failure
     assert _ids(recorder) == [0]
+
+
+def test_stream_publisher_failure_waits_for_a_subscriber_still_taking_the_committed_rows(bridge: _Bridge) -> None:
+    gate = Gate()
+    recorder = Recorder(initial=10, on_next_hook=gate)
+    bridge.publisher.subscribe(recorder)
+    bridge.writer.commit([bridge.write(_Task(0, 1, 0), [_batch(0, 5)])], 0)
+    assert gate.entered.wait(30)  # row 0 is being delivered, rows 1-4 wait in the subscriber's buffer
+    failure = RuntimeError("executor lost")
+    bridge.query.fail(failure)
+    pump = bridge.bridge._pump_thread
+    assert pump is not None
+    pump.join(30)  # the bridge has handed the failure over and ended
+    assert not pump.is_alive()
+    gate.open()
+    assert recorder.done.wait(30) and recorder.error is failure
+    assert _ids(recorder) == [0, 1, 2, 3, 4] and recorder.violations == []
+    _assert_ended(bridge)
+
+
+def test_stream_publisher_failure_goes_to_a_subscriber_without_demand_at_once(bridge: _Bridge) -> None:
+    """The failure waits for the rows a subscriber's demand lets it take, not for new requests."""
+    idle = Recorder(initial=0)
+    partial = Recorder(initial=2)
+    bridge.publisher.subscribe(idle)
+    bridge.publisher.subscribe(partial)
+    bridge.writer.commit([bridge.write(_Task(0, 1, 0), [_batch(0, 5)])], 0)
+    failure = RuntimeError("executor lost")
+    bridge.query.fail(failure)
+    assert idle.done.wait(30) and idle.error is failure and idle.items == []
+    assert partial.done.wait(30) and partial.error is failure
+    assert _ids(partial) == [0, 1]
+    _assert_ended(bridge)
 
 
 def test_stream_publisher_closing_the_publisher_stops_the_query_and_refuses_rows(bridge: _Bridge) -> None:

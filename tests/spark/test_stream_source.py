@@ -413,12 +413,17 @@ def test_stream_source_connection_cut_mid_read_fails_the_local_query_with_one_li
 
     from flowpy.spark import stream_source
 
-    def half_then_cut(sock: Any, payload: Any) -> None:
-        view = memoryview(payload)
+    def half_then_cut(sock: Any, table: Any) -> None:
+        import pyarrow as pa
+
+        sink = pa.BufferOutputStream()
+        with pa.ipc.new_stream(sink, table.schema) as writer:
+            writer.write_table(table)
+        view = memoryview(sink.getvalue())
         sock.sendall((view.nbytes).to_bytes(8, "big") + view[: view.nbytes // 2])
         sock.shutdown(2)
 
-    monkeypatch.setattr(_stream_source, "send_frame", half_then_cut)
+    monkeypatch.setattr(_stream_source, "send_table", half_then_cut)
     upstream = HandUpstream()
     query = stream_source(upstream, "id BIGINT", spark=spark).writeStream.format("noop").start()
     upstream.wait_for_requests(1)
