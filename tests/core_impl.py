@@ -21,7 +21,21 @@ import pytest
 
 from flowpy import _impl, submission
 
-__all__ = ["CORES", "Core", "core_params", "not_built_reason"]
+__all__ = ["CORES", "CTL_BITS", "Core", "core_params", "not_built_reason"]
+
+
+CTL_BITS: dict[str, int] = {
+    "RUNNING": 0x001,
+    "PENDING": 0x002,
+    "QUEUED": 0x004,
+    "COMPLETE": 0x008,
+    "STOP": 0x010,
+    "CLOSED": 0x020,
+    "OPENED": 0x040,
+    "ALERT": 0x080,
+    "WAITING": 0x100,
+}
+"""The bits of a subscription's state word, by name, as both cores must define them (docs/internals.md)."""
 
 
 @dataclass(frozen=True)

@@ -40,7 +40,7 @@ from flowpy import _impl
 from flowpy.errors import ClosedPublisherError, ReentrantSubmitError
 from flowpy.executors import direct_executor
 from flowpy.submission import TWINS, SubmissionPublisher
-from tests.core_impl import CORES, Core, not_built_reason
+from tests.core_impl import CORES, CTL_BITS, Core, not_built_reason
 from tests.support import ManualExecutor, Recorder, wait_until_waiting
 
 pytestmark = pytest.mark.skipif("c" not in CORES, reason=str(not_built_reason()))
@@ -1228,18 +1228,6 @@ def test_each_step_of_the_producer_path_as_the_reference(outcomes: dict[str, Any
 
 
 # --- The compiled subscription's state word --------------------------------------------------
-
-CTL_BITS = {
-    "RUNNING": 0x001,
-    "PENDING": 0x002,
-    "QUEUED": 0x004,
-    "COMPLETE": 0x008,
-    "STOP": 0x010,
-    "CLOSED": 0x020,
-    "OPENED": 0x040,
-    "ALERT": 0x080,
-    "WAITING": 0x100,
-}
 
 
 @pytest.fixture

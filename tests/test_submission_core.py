@@ -27,6 +27,7 @@ from flowpy.executors import DaemonThreadPool
 from flowpy.flow import Subscriber, Subscription
 from flowpy.submission import SubmissionPublisher
 from tests.core_impl import CORES, Core
+from tests.core_impl import CTL_BITS as SPECIFIED_BITS
 from tests.support import ManualExecutor, Recorder, RejectingExecutor, wait_until_waiting
 
 MAX = 2**63 - 1
@@ -531,25 +532,13 @@ def test_request_takes_n_by_position_or_by_name_as_subscription_request_does(cor
 # Both cores keep a subscription's state in _ctl (docs/internals.md): the same
 # steps leave the same bits in each.
 
-SHARED_BITS = {
-    "RUNNING": 0x001,
-    "PENDING": 0x002,
-    "QUEUED": 0x004,
-    "COMPLETE": 0x008,
-    "STOP": 0x010,
-    "CLOSED": 0x020,
-    "OPENED": 0x040,
-    "ALERT": 0x080,
-    "WAITING": 0x100,
-}
-"""The names and values flowpy/_cbuffered.c uses for the same bits."""
 
 TERMINATED = OPENED | CLOSED | RUNNING | STOP | ALERT
 """``_ctl`` once the terminal signal (or none, for a cancel) was delivered: ``RUNNING`` stays set."""
 
 
 def test_ctl_bits_are_distinct_single_bits_with_the_compiled_cores_values() -> None:
-    assert CTL_BITS == SHARED_BITS
+    assert CTL_BITS == SPECIFIED_BITS
     values = list(CTL_BITS.values())
     assert all(value > 0 and value & (value - 1) == 0 for value in values)
     assert len(set(values)) == len(values)
