@@ -321,17 +321,7 @@ class _SubmissionPublisherBase(Publisher[T], Generic[T]):
         blocked in :meth:`submit`, which raises :class:`ClosedPublisherError`.
         Does nothing if already closed.
         """
-        with self._lock:
-            if self._closed:
-                return
-            self._closed = True
-            subscriptions = self._subscriptions
-            self._subscriptions = ()
-            try:
-                self._end_all(subscriptions, None)
-            except BaseException:
-                self._end_all(subscriptions, None)  # an interrupt cut it short: every step again
-                raise
+        self._close(None)
 
     def close_exceptionally(self, error: BaseException) -> None:
         """Send ``on_error(error)`` to every subscriber; buffered items may be dropped.
@@ -344,6 +334,10 @@ class _SubmissionPublisherBase(Publisher[T], Generic[T]):
         """
         if not isinstance(error, BaseException):
             raise TypeError(f"error must be an exception, got {error!r}")
+        self._close(error)
+
+    def _close(self, error: BaseException | None) -> None:
+        """Close with ``error`` (``None``: complete), unless closed already; then end every subscription."""
         with self._lock:
             if self._closed:
                 return
