@@ -1569,45 +1569,58 @@ buf_dealloc(PyObject *op)
 
 static PyMethodDef buf_methods[] = {
     {"request", (PyCFunction)(void (*)(void))buf_request_method, METH_FASTCALL | METH_KEYWORDS,
-     PyDoc_STR("request($self, /, n)\n--\n\nAdd n to the demand and start delivery (rules 3.8, 3.9, 3.17); never raises (3.16).")},
+     PyDoc_STR("request($self, /, n)\n--\n\n"
+               "Add n to the demand and start delivery (rules 3.8, 3.9, 3.17); never raises (3.16).")},
     {"cancel", buf_cancel, METH_NOARGS,
      PyDoc_STR("cancel($self, /)\n--\n\nStop delivery and drop buffered items; idempotent (rules 3.5, 3.7, 3.12).")},
     {"signal_subscribe", buf_signal_subscribe, METH_NOARGS,
-     PyDoc_STR("signal_subscribe($self, /)\n--\n\nStart the task that delivers on_subscribe; an executor's refusal propagates.")},
+     PyDoc_STR("signal_subscribe($self, /)\n--\n\n"
+               "Start the task that delivers on_subscribe; an executor's refusal propagates.")},
     {"signal_complete", buf_signal_complete, METH_NOARGS,
-     PyDoc_STR("signal_complete($self, /)\n--\n\nDeliver on_complete after the buffered items, as far as demand allows.")},
+     PyDoc_STR("signal_complete($self, /)\n--\n\n"
+               "Deliver on_complete after the buffered items, as far as demand allows.")},
     {"signal_error", buf_signal_error, METH_O,
-     PyDoc_STR("signal_error($self, error, /)\n--\n\nDrop buffered items and deliver on_error(error), or close silently if None.")},
+     PyDoc_STR("signal_error($self, error, /)\n--\n\n"
+               "Drop buffered items and deliver on_error(error), or close silently if None.")},
     {"offer", buf_offer, METH_O,
      PyDoc_STR("offer($self, item, /)\n--\n\nBuffer item; return the items now buffered, 0 if full, -1 if closed.")},
     {"extend", buf_extend, METH_O,
-     PyDoc_STR("extend($self, items, /)\n--\n\nBuffer all items of a list if they fit; return the items now buffered, 0 if not, -1 if closed.")},
+     PyDoc_STR("extend($self, items, /)\n--\n\n"
+               "Buffer all items of a list if they fit; return the items now buffered, 0 if not, -1 if closed.")},
     {"free_slots", buf_free_slots, METH_NOARGS,
      PyDoc_STR("free_slots($self, /)\n--\n\nHow many items offer would take now; 0 if full or closed.")},
     {"has_space", buf_has_space, METH_NOARGS,
      PyDoc_STR("has_space($self, /)\n--\n\nWhether offer would not return 0: there is room, or it is closed.")},
     {"claim_pending", buf_claim_pending, METH_NOARGS,
-     PyDoc_STR("claim_pending($self, /)\n--\n\nTake over a task that the executor has not started; then run consume().")},
+     PyDoc_STR("claim_pending($self, /)\n--\n\n"
+               "Take over a task that the executor has not started; then run consume().")},
     {"wait_for_space", buf_wait_for_space, METH_O,
-     PyDoc_STR("wait_for_space($self, timeout, /)\n--\n\nBlock until there is space, or closure, or timeout seconds pass.")},
+     PyDoc_STR("wait_for_space($self, timeout, /)\n--\n\n"
+               "Block until there is space, or closure, or timeout seconds pass.")},
     {"stop_waiting", buf_stop_waiting, METH_NOARGS,
      PyDoc_STR("stop_waiting($self, /)\n--\n\nForget that a producer waits for space; the publisher's lock is held.")},
     {"lag", buf_lag, METH_NOARGS,
      PyDoc_STR("lag($self, /)\n--\n\nItems buffered and not yet taken (a racy estimate, for monitoring).")},
     {"estimate_demand", buf_estimate_demand, METH_NOARGS,
-     PyDoc_STR("estimate_demand($self, /)\n--\n\nOutstanding demand less buffered items (a racy estimate, for monitoring).")},
+     PyDoc_STR("estimate_demand($self, /)\n--\n\n"
+               "Outstanding demand less buffered items (a racy estimate, for monitoring).")},
     {"count_drop", buf_count_drop, METH_NOARGS,
-     PyDoc_STR("count_drop($self, /)\n--\n\nCount one item dropped for this subscriber; the caller holds the publisher's lock.")},
+     PyDoc_STR("count_drop($self, /)\n--\n\n"
+               "Count one item dropped for this subscriber; the caller holds the publisher's lock.")},
     {"readings", buf_readings, METH_NOARGS,
      PyDoc_STR("readings($self, /)\n--\n\n(buffered, demand, delivered, dropped), read together, for monitoring.")},
     {"has_task", buf_has_task, METH_NOARGS,
-     PyDoc_STR("has_task($self, /)\n--\n\nWhether a consumer task is queued or running (a racy reading, for monitoring).")},
+     PyDoc_STR("has_task($self, /)\n--\n\n"
+               "Whether a consumer task is queued or running (a racy reading, for monitoring).")},
     {"resume", buf_resume, METH_NOARGS,
-     PyDoc_STR("resume($self, /)\n--\n\nStart the consumer task if items and demand wait for it and none is under way.")},
+     PyDoc_STR("resume($self, /)\n--\n\n"
+               "Start the consumer task if items and demand wait for it and none is under way.")},
     {"consume", buf_consume, METH_NOARGS,
-     PyDoc_STR("consume($self, /)\n--\n\nDeliver signals until there is nothing to do; called by the one thread holding the task.")},
+     PyDoc_STR("consume($self, /)\n--\n\n"
+               "Deliver signals until there is nothing to do; called by the one thread holding the task.")},
     {"delivering_here", buf_delivering_here, METH_NOARGS,
-     PyDoc_STR("delivering_here($self, /)\n--\n\nWhether this thread is inside consume(), that is, inside one of the subscriber's methods.")},
+     PyDoc_STR("delivering_here($self, /)\n--\n\n"
+               "Whether this thread is inside consume(), that is, inside one of the subscriber's methods.")},
     {"_run", buf_run, METH_NOARGS,
      PyDoc_STR("_run($self, /)\n--\n\nThe consumer task: run consume() if this thread claims the pending task.")},
     {"__class_getitem__", Py_GenericAlias, METH_O | METH_CLASS,
@@ -2002,13 +2015,17 @@ static PyMethodDef lock_methods[] = {
      PyDoc_STR("release($self, /)\n--\n\nGive the lock up once; RuntimeError if this thread does not hold it.")},
     {"__enter__", lock_enter, METH_NOARGS, PyDoc_STR("__enter__($self, /)\n--\n\nacquire()")},
     {"__exit__", lock_exit_method, METH_VARARGS, PyDoc_STR("__exit__($self, /, *args)\n--\n\nrelease()")},
-    {"_is_owned", lock_is_owned, METH_NOARGS, PyDoc_STR("_is_owned($self, /)\n--\n\nWhether this thread holds the lock.")},
+    {"_is_owned", lock_is_owned, METH_NOARGS, PyDoc_STR("_is_owned($self, /)\n--\n\n"
+                                                        "Whether this thread holds the lock.")},
     {"_release_save", lock_release_save, METH_NOARGS,
-     PyDoc_STR("_release_save($self, /)\n--\n\nFor threading.Condition: give the lock up entirely; return the state to restore.")},
+     PyDoc_STR("_release_save($self, /)\n--\n\n"
+               "For threading.Condition: give the lock up entirely; return the state to restore.")},
     {"_acquire_restore", lock_acquire_restore, METH_O,
-     PyDoc_STR("_acquire_restore($self, state, /)\n--\n\nFor threading.Condition: take the lock again and restore a saved state.")},
+     PyDoc_STR("_acquire_restore($self, state, /)\n--\n\n"
+               "For threading.Condition: take the lock again and restore a saved state.")},
     {"_at_fork_reinit", lock_at_fork_reinit, METH_NOARGS,
-     PyDoc_STR("_at_fork_reinit($self, /)\n--\n\nAfter os.fork(), in the child: make the lock free and unowned, as threading.RLock does.")},
+     PyDoc_STR("_at_fork_reinit($self, /)\n--\n\n"
+               "After os.fork(), in the child: make the lock free and unowned, as threading.RLock does.")},
     {NULL, NULL, 0, NULL},
 };
 
@@ -2242,9 +2259,8 @@ monotonic_now(core_module_state *st, double *now)
 
 /* --- Subscriptions of either core ---------------------------------------------------------------- */
 
-/* A compiled subscription through this file's functions, one of the
-   pure-Python core (made while that core was selected, or a stand-in)
-   through its methods. */
+/* A compiled subscription through this file's functions; one of the
+   pure-Python core, or a stand-in, through its methods. */
 
 /* The integer result of a subscription method; 0 with *status, or -1 with an exception set. */
 static int
@@ -3095,7 +3111,7 @@ core_submit(PyObject *op, PyObject *item)
         unset_slot(self, "_lock");
         return NULL;
     }
-    if (!is_producer_lock(lock)) { /* made while the pure-Python core was selected: a threading.RLock */
+    if (!is_producer_lock(lock)) { /* _lock was replaced from Python: the general path */
         return publish(self, item, -1.0, NULL);
     }
     LockObject *producer_lock = (LockObject *)lock;

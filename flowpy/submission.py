@@ -570,7 +570,7 @@ class _PySubmissionPublisher(_SubmissionPublisherBase[T]):
                 # here to save a call per item; a full or closed buffer takes
                 # nothing, and the general path below handles it.
                 subscription = subscriptions[0]
-                if type(subscription) is _INLINE_OFFER:  # nor a compiled one left from the other core
+                if type(subscription) is _INLINE_OFFER:  # not a subscription of the other core, nor a stand-in
                     buffer = subscription._buffer
                     n = len(buffer)
                     if n < subscription._capacity:
