@@ -142,25 +142,33 @@ class StreamPublisher(SubmissionPublisher[T]):
 
         ``close_exceptionally`` drops buffered items; a stream's rows, once
         accepted, are promised before its error. So the error waits until no
-        subscriber's consumer task is queued or running: at once if none is,
-        else when the last one ends (on the pool thread, after it). A
-        subscriber whose demand is spent then gets ``on_error`` without the
+        subscriber's consumer task is queued or running and no subscriber has
+        both buffered items and demand (a request whose task is still on its
+        way to the executor): at once if that holds, else when the last
+        consumer task that makes it hold ends (on the pool thread, after it).
+        A subscriber whose demand is spent then gets ``on_error`` without the
         items still buffered for it: the error waits for the demand there
         is, never for a request, so a subscriber that stops requesting does
         not hold it back. Returns at once.
         """
-        self._tasks.call_when_idle(lambda: self.close_exceptionally(error))
+        self._tasks.call_when_idle(lambda: self.close_exceptionally(error), self._taken)
+
+    def _taken(self) -> bool:
+        """Whether no subscriber has buffered items it requested (racy read, made while no task is counted)."""
+        return all(not (s.buffered and s.demand) for s in self.snapshot().subscribers)
 
 
 class _TaskCount:
     """An executor that counts the tasks it was given and that have not ended, and calls back when none is left.
 
     The publisher's consumer tasks run here. A subscription with buffered
-    items and outstanding demand always has its task queued or running (the
-    exit handshake of :class:`~flowpy._buffered.BufferedSubscription`), and
-    an item it took from its buffer is delivered before that task ends; so
-    while the count is 0 every subscriber has taken every item its demand
-    allowed.
+    items and outstanding demand has its task queued or running, or is
+    about to hand one over (a ``request`` that raised the demand and has not
+    called :meth:`execute` yet); an item it took from its buffer is
+    delivered before that task ends. So once the count is 0 and no
+    subscription has buffered items and demand, every subscriber has taken
+    every item its demand allowed; and while a subscription has both, a
+    task of it is counted or will be, whose end looks again.
     """
 
     def __init__(self, execute: Callable[[Callable[[], object]], object]) -> None:
@@ -168,7 +176,10 @@ class _TaskCount:
         self._lock = threading.Lock()
         # --- Guarded by self._lock ----------------------------------------
         self._active = 0  # tasks given to execute() that have neither ended nor been refused
-        self._when_idle: list[Callable[[], object]] = []  # called, outside the lock, by whoever brings _active to 0
+        self._ends = 0  # how many times _active came down to 0: a look that raced one looks again
+        # Callbacks waiting for the count to be 0 and their condition to hold, each with that condition;
+        # looked at, outside the lock, by whoever brings _active to 0 (or finds it there).
+        self._when_idle: list[tuple[Callable[[], object], Callable[[], bool]]] = []
 
     def execute(self, task: Callable[[], object]) -> None:
         """Run ``task`` on the underlying executor, counted until it ends.
@@ -185,22 +196,52 @@ class _TaskCount:
             counted.end()
             raise
 
-    def call_when_idle(self, fn: Callable[[], object]) -> None:
-        """Call ``fn`` now if no task is counted, else on the thread of the task that ends last."""
+    def call_when_idle(self, fn: Callable[[], object], ready: Callable[[], bool]) -> None:
+        """Call ``fn`` once no task is counted and ``ready()`` is true: now, or on the thread of a task that ends.
+
+        ``ready`` must become true by itself only through the end of a
+        counted task (it is looked at again only then).
+        """
         with self._lock:
+            self._when_idle.append((fn, ready))
             if self._active:
-                self._when_idle.append(fn)
                 return
-        fn()
+        self._call_due()
 
     def _ended(self) -> None:
         with self._lock:
             self._active -= 1
             if self._active:
                 return
-            due, self._when_idle = self._when_idle, []
-        for fn in due:
-            fn()
+            self._ends += 1
+        self._call_due()
+
+    def _call_due(self) -> None:
+        """Call the waiting callbacks whose condition holds, while no task is counted; keep the others."""
+        while True:
+            with self._lock:
+                if self._active or not self._when_idle:
+                    return
+                waiting, self._when_idle = self._when_idle, []
+                ends = self._ends
+            due: list[Callable[[], object]] = []
+            later: list[tuple[Callable[[], object], Callable[[], bool]]] = []
+            for fn, ready in waiting:
+                if ready():
+                    due.append(fn)
+                else:
+                    later.append((fn, ready))
+            if later:
+                with self._lock:
+                    self._when_idle.extend(later)
+                    # A task that ended while we looked found no callback: look again for it.
+                    again = not self._active and self._ends != ends
+            else:
+                again = False
+            for fn in due:
+                fn()
+            if not again:
+                return
 
 
 class _Counted:

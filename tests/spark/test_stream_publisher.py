@@ -20,6 +20,7 @@ import pytest
 
 from flowpy.spark._bridge import _Writer, recv_frame
 from flowpy.spark._endpoint import Endpoint
+from flowpy.spark._stream import _TaskCount
 from flowpy.spark._stream_publisher import QueryPublisher, _QueryBridge
 from tests.spark.helpers import Arrivals, Gate, WorkerKiller, assert_threads_end
 from tests.support import Recorder
@@ -318,6 +319,59 @@ def test_stream_publisher_failure_waits_for_a_subscriber_still_taking_the_commit
     assert recorder.done.wait(30) and recorder.error is failure
     assert _ids(recorder) == [0, 1, 2, 3, 4] and recorder.violations == []
     _assert_ended(bridge)
+
+
+def test_stream_publisher_failure_waits_for_a_request_whose_task_is_not_handed_over_yet(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A request made before the failure is honoured even while its consumer task is still on the way.
+
+    The subscriber requests from its own thread; that thread is held after
+    the request has raised the demand and before its task reaches the
+    executor (where a preempted thread may be), and the query fails there.
+    """
+    handed_over = threading.Event()
+    release = threading.Event()
+    requester: list[int] = []
+    execute = _TaskCount.execute
+
+    def held_execute(self: _TaskCount, task: Any) -> None:
+        if threading.get_ident() in requester:
+            handed_over.set()
+            assert release.wait(30), "the requester was never released"
+        execute(self, task)
+
+    monkeypatch.setattr(_TaskCount, "execute", held_execute)
+    made = _Bridge(monkeypatch)
+    try:
+        recorder = Recorder(initial=0)
+        made.publisher.subscribe(recorder)
+        assert recorder.subscribed.wait(30)
+        made.writer.commit([made.write(_Task(0, 1, 0), [_batch(0, 4)])], 0)
+        with made.bridge._changed:  # the rows wait in the subscriber's buffer, without demand
+            assert made.bridge._changed.wait_for(lambda: made.bridge.batches_delivered == 1, 30)
+
+        def request() -> None:
+            requester.append(threading.get_ident())
+            recorder.request(4)
+
+        thread = threading.Thread(target=request)
+        thread.start()
+        assert handed_over.wait(30)  # the demand is raised; its task is not with the executor yet
+        failure = RuntimeError("executor lost")
+        made.query.fail(failure)
+        pump = made.bridge._pump_thread
+        assert pump is not None
+        pump.join(30)  # the bridge has handed the failure to the publisher
+        assert not pump.is_alive()
+        release.set()
+        thread.join(30)
+        assert recorder.done.wait(30) and recorder.error is failure
+        assert _ids(recorder) == [0, 1, 2, 3] and recorder.violations == []
+        _assert_ended(made)
+    finally:
+        release.set()
+        made.close()
 
 
 def test_stream_publisher_failure_goes_to_a_subscriber_without_demand_at_once(bridge: _Bridge) -> None:
