@@ -1,6 +1,7 @@
 """flowpy's streaming bridge against Spark alone, classic and Spark Connect, in one run.
 
     python benchmarks/spark_pipeline.py [--repetitions R] [--batch-size B] [--rows N] [--no-connect]
+    python benchmarks/spark_pipeline.py --cases stream_source   # only the flights cases (see below)
     python benchmarks/spark_pipeline.py --batch-pieces     # the batch pieces instead (see below)
 
 Cases, each repeated R times (default 5) after a warm-up, the repetitions of
@@ -28,6 +29,10 @@ all cases alternating; the table gives median rows/s and the ratios:
 
 Then the main job runs once as a program (``python -m flowpy.spark.job
 --json``) for its rows/s and its Python process's peak RSS.
+
+With ``--cases stream_source`` only the flights cases run (classic, and on
+Connect unless ``--no-connect``), alternating as above; the range, memory
+and main job parts are left out.
 
 With ``--batch-pieces`` the earlier batch cases run instead: the flights into
 a ParquetSink against Spark's CSV -> Parquet, and ``spark.range(N)`` through
@@ -286,17 +291,23 @@ def streaming_cases(spark: Any, inputs: _Inputs, out: str, args: Any) -> dict[st
         range_stream_publisher(spark, inputs.range_files, inputs.rows, mode, args)
         return int(inputs.rows)
 
-    return {
+    cases: dict[str, Callable[[], int]] = {
         "flights -> stream_source -> file sink": lambda: flights_stream_source(spark, inputs.table, out + "-src", args),
         "Spark alone: flights readStream.parquet -> file sink": lambda: flights_parquet_stream(
             spark, inputs.flight_files, out + "-pq", inputs.flights
         ),
-        "range stream -> stream_publisher (arrow)": lambda: publisher_rows("arrow"),
-        "range stream -> stream_publisher (rows)": lambda: publisher_rows("rows"),
-        "Spark alone: range stream -> noop sink": lambda: range_noop(
-            spark, inputs.range_files, out + "-noop", inputs.rows
-        ),
     }
+    if args.cases == "all":
+        cases.update(
+            {
+                "range stream -> stream_publisher (arrow)": lambda: publisher_rows("arrow"),
+                "range stream -> stream_publisher (rows)": lambda: publisher_rows("rows"),
+                "Spark alone: range stream -> noop sink": lambda: range_noop(
+                    spark, inputs.range_files, out + "-noop", inputs.rows
+                ),
+            }
+        )
+    return cases
 
 
 class _ConnectChild:
@@ -306,6 +317,7 @@ class _ConnectChild:
         command = [sys.executable, __file__, "--connect-child", url, "--scratch", str(scratch)]
         command += ["--batch-size", str(args.batch_size), "--rows", str(args.rows), "--chunk", str(args.chunk)]
         command += ["--buffer", str(args.buffer), "--producers", str(args.producers), "--capacity", str(args.capacity)]
+        command += ["--cases", args.cases]
         self._child = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
 
     def run(self, case: str) -> int:
@@ -394,6 +406,10 @@ def run_streaming(args: Any, scratch: Path, master: str, connect_url: str | None
     )
     if connect is not None:
         connect.close()
+    if args.cases != "all":
+        spark.stop()
+        print(f"load: {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f} {os.getloadavg()[2]:.2f} (1, 5, 15 min)")
+        return
     fast = medians["Spark alone: range stream -> noop sink"]
     _say("the range into a subscriber ten times slower than the query ...")
     memory = memory_with_a_slow_subscriber(spark, inputs.memory_files, args.memory_rows, fast, args)
@@ -479,6 +495,12 @@ def main() -> None:
     parser.add_argument("--standalone", action="store_true", help="run Spark on a standalone master and worker")
     parser.add_argument("--no-connect", action="store_true", help="leave out the Spark Connect cases")
     parser.add_argument("--batch-pieces", action="store_true", help="the batch pieces' cases instead")
+    parser.add_argument(
+        "--cases",
+        choices=("all", "stream_source"),
+        default="all",
+        help="stream_source: only the flights cases (stream_source against readStream.parquet)",
+    )
     parser.add_argument("--arrow-batch", type=int, default=10_000, help=argparse.SUPPRESS)
     parser.add_argument("--range-files-batches", type=int, default=100, help=argparse.SUPPRESS)
     parser.add_argument("--writer", choices=("auto", "spark", "pyarrow"), default="pyarrow", help=argparse.SUPPRESS)
