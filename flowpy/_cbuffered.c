@@ -129,6 +129,11 @@ typedef struct {
     Py_ssize_t head;     /* index of the oldest item */
     Py_ssize_t count;    /* items buffered */
     Py_ssize_t capacity; /* slots the producer may fill; 0 once closed */
+    /* While WAITING is set: a pop that leaves at most this many items wakes
+       the waiting producer; a pop that leaves more keeps ALERT set, and the
+       end of the batch wakes it whatever is left (see on_alert_locked).
+       Set by wait_for_space with WAITING. */
+    Py_ssize_t wake_level;
 
     /* --- The reference's lock-guarded state (see the sections above) --- */
     long long demand;        /* outstanding request(n) total; MAX_DEMAND = unbounded */
@@ -591,15 +596,27 @@ on_next_failed(BufObject *self, PyObject *subscriber, PyObject *exc)
    the item. Returns 1 to stop delivering (ALERT stays set), 2 to wake the
    waiting producer (signal_waiter, after the section) and go on, 0 to go on.
    ALERT is cleared in the same section that looks at STOP and WAITING, and
-   every writer sets it with them in one section, so none is missed. */
+   every writer sets it with them in one section, so none is missed.
+
+   A producer that waits without a timeout is woken only once the buffer is
+   down to `wake_level` (half the capacity) or the batch ends (deliver): it
+   then refills many slots per wake-up instead of one, where waking it for
+   every freed slot costs a sleep and a wake-up per item. Until then ALERT
+   stays set, so every pop looks again. The batch ends whenever the consumer
+   stops popping (demand used up, buffer empty, STOP), and closing wakes it
+   too (release), so the wake-up is late by at most a batch, never lost. */
 static inline int
 on_alert_locked(BufObject *self)
 {
     if (ctl_has(self, CTL_STOP)) {
         return 1;
     }
+    int waiting = ctl_has(self, CTL_WAITING);
+    if (waiting && self->count > self->wake_level) {
+        return 0;
+    }
     ctl_clear(self, CTL_ALERT);
-    return ctl_has(self, CTL_WAITING) ? 2 : 0;
+    return waiting ? 2 : 0;
 }
 
 /* The reference's _hand_over section, in the caller's: the executor to hand
@@ -837,13 +854,22 @@ deliver(BufObject *self)
                 Py_DECREF(item);
                 Py_DECREF(r);
             }
-            /* One section with the demand, as the reference does both under its lock. */
+            /* One section with the demand, as the reference does both under
+               its lock, that also ends the batch: a producer still waiting
+               for space (see on_alert_locked) is woken. Its wait_for_space
+               section came either before this one, and WAITING is seen here,
+               or after it, and saw the items this batch popped. */
             SECTION_BEGIN(self);
             self->delivered += i;
             if (demand != MAX_DEMAND) {
                 self->demand -= n;
             }
+            int waiting = ctl_has(self, CTL_WAITING);
             SECTION_END(self);
+            if (waiting && signal_waiter(self) < 0) {
+                exc = take_exception();
+                goto failed;
+            }
             continue;
         }
         if (ctl_has(self, CTL_COMPLETE) && !n) { /* not STOP: the same section looked */
@@ -1331,8 +1357,14 @@ buf_wait_for_space(PyObject *op, PyObject *timeout)
         Py_RETURN_TRUE;
     }
     /* One section sets the flags and looks, as the consumer pops and looks
-       at ALERT in one (see deliver). */
+       at ALERT in one (see deliver). A wait with a timeout is woken by the
+       first pop, as in the reference; one without, at half the capacity
+       (see on_alert_locked). With two waiters, the earlier wake-up wins. */
     SECTION_BEGIN(self);
+    Py_ssize_t level = timeout == Py_None ? self->capacity / 2 : self->capacity - 1;
+    if (!ctl_has(self, CTL_WAITING) || level > self->wake_level) {
+        self->wake_level = level;
+    }
     ctl_set(self, CTL_WAITING | CTL_ALERT);
     int ready = has_space_locked(self) || ctl_has(self, CTL_PENDING);
     if (ready) {

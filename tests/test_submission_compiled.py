@@ -1343,6 +1343,99 @@ def test_an_error_due_closes_with_the_error(cbuffered: Any) -> None:
     assert subscriber.items == [] and subscriber.error is error
 
 
+class CountingSpace:
+    """A stand-in for the publisher's space condition: counts ``notify_all``; ``wait`` returns at once."""
+
+    def __init__(self) -> None:
+        self.lock = threading.RLock()
+        self.notified = 0
+
+    def acquire(self) -> bool:
+        return self.lock.acquire()
+
+    def release(self) -> None:
+        self.lock.release()
+
+    def notify_all(self) -> None:
+        self.notified += 1
+
+    def wait(self, timeout: float | None = None) -> bool:
+        return False
+
+
+def waiting_on_a_full_buffer(cbuffered: Any, timeout: float | None) -> tuple[Recorder, Any, CountingSpace, list[int]]:
+    """A subscription of capacity 8, full, without demand, and a producer that waited (``timeout``) for space.
+
+    The returned list gets, at each ``on_next``, how many wake-ups the producer had so far.
+    """
+    space = CountingSpace()
+    woken: list[int] = []
+    subscriber = Recorder(on_next_hook=lambda item: woken.append(space.notified))
+    subscription = cbuffered.BufferedSubscription(subscriber, direct_executor.execute, 8, None, space)
+    subscription.signal_subscribe()
+    for item in range(8):
+        assert subscription.offer(item) == item + 1
+    assert subscription.offer(8) == 0
+    with space.lock:  # the publisher's lock, which the producer holds
+        assert subscription.wait_for_space(timeout) is False
+    assert flags(subscription) == {"OPENED", "WAITING", "ALERT"}
+    return subscriber, subscription, space, woken
+
+
+@pytest.mark.parametrize(
+    ("timeout", "expected"),
+    [(None, [0, 0, 0, 1, 1, 1, 1, 1]), (0.5, [1] * 8)],
+    ids=["submit", "offer_with_timeout"],
+)
+def test_a_producer_waiting_without_a_timeout_is_woken_once_the_buffer_is_half_empty(
+    cbuffered: Any, timeout: float | None, expected: list[int]
+) -> None:
+    # Waking a producer that waits without a timeout for every freed slot
+    # costs a sleep and a wake-up per item: it is woken once the buffer is
+    # down to half the capacity, and then refills many slots at once. A wait
+    # with a timeout is woken by the first freed slot, as in the reference.
+    subscriber, subscription, space, woken = waiting_on_a_full_buffer(cbuffered, timeout)
+    subscriber.request(8)
+    assert subscriber.items == list(range(8))
+    assert woken == expected and space.notified == 1
+    assert flags(subscription) == {"OPENED"}
+
+
+def test_a_producer_waiting_without_a_timeout_is_woken_when_the_batch_ends_above_half(cbuffered: Any) -> None:
+    # The consumer stops popping with the buffer above half full (the demand
+    # is used up): the end of the batch wakes the producer, which would
+    # otherwise wait with free slots until more demand comes.
+    subscriber, subscription, space, woken = waiting_on_a_full_buffer(cbuffered, None)
+    subscriber.request(2)
+    assert subscriber.items == [0, 1] and woken == [0, 0]
+    assert space.notified == 1
+    assert flags(subscription) == {"OPENED", "ALERT"}  # a hint: the next pop clears it
+    subscriber.request(1)
+    assert woken == [0, 0, 1] and space.notified == 1
+    assert flags(subscription) == {"OPENED"}
+
+
+@pytest.mark.timeout(60)
+def test_a_producer_blocked_for_space_gets_the_slot_a_small_request_frees(core: Core) -> None:
+    # request(1) on a full buffer of 4 leaves it above half full and ends
+    # the batch: the producer is woken, and its submit returns before any
+    # further demand.
+    publisher = twin_of(core)(max_buffer_capacity=4)
+    recorder = Recorder()
+    publisher.subscribe(recorder)
+    assert recorder.subscribed.wait(10)
+    producer = threading.Thread(target=lambda: [publisher.submit(item) for item in range(5)])
+    producer.start()
+    wait_until_waiting(producer)
+    recorder.request(1)
+    producer.join(10)
+    assert not producer.is_alive()
+    recorder.request(4)
+    publisher.close()
+    assert recorder.done.wait(10)
+    assert recorder.items == list(range(5)) and recorder.completed
+
+
 def test_a_waiting_producer_sets_waiting_and_alert_and_the_consumer_clears_them(cbuffered: Any) -> None:
     space = threading.Condition()
     subscriber, subscription = compiled_subscription(cbuffered, direct_executor.execute, capacity=1, space=space)
