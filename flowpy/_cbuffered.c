@@ -94,6 +94,7 @@
 
 #define MAX_DEMAND 0x7fffffffffffffffLL /* 2**63 - 1: unbounded (rule 3.17) */
 #define INITIAL_RING 32                 /* first ring allocation, as in the JDK */
+#define CLAIM_DELAY_NO_GIL 0.001        /* the reference's CLAIM_DELAY while the GIL is off */
 
 typedef struct {
     PyObject *type;
@@ -105,6 +106,8 @@ typedef struct {
     PyObject *str_release;
     PyObject *str_notify_all;
     PyObject *str_wait;
+    /* The reference's CLAIM_DELAY: 0 if the GIL was on at exec, else CLAIM_DELAY_NO_GIL. */
+    double claim_delay;
 } module_state;
 
 typedef struct {
@@ -1350,7 +1353,9 @@ static PyObject *
 buf_wait_for_space(PyObject *op, PyObject *timeout)
 {
     BufObject *self = (BufObject *)op;
-    if (claim_pending(self)) {
+    module_state *st = state_of(self);
+    double delay = st->claim_delay;
+    if (delay == 0.0 && claim_pending(self)) {
         if (consume(self) < 0) {
             return NULL;
         }
@@ -1366,7 +1371,8 @@ buf_wait_for_space(PyObject *op, PyObject *timeout)
         self->wake_level = level;
     }
     ctl_set(self, CTL_WAITING | CTL_ALERT);
-    int ready = has_space_locked(self) || ctl_has(self, CTL_PENDING);
+    int pending = ctl_has(self, CTL_PENDING);
+    int ready = has_space_locked(self) || (pending && delay == 0.0);
     if (ready) {
         ctl_clear(self, CTL_WAITING);
     }
@@ -1374,7 +1380,37 @@ buf_wait_for_space(PyObject *op, PyObject *timeout)
     if (ready) {
         Py_RETURN_TRUE;
     }
-    return PyObject_CallMethodOneArg(self->space, state_of(self)->str_wait, timeout);
+    if (!pending) {
+        return PyObject_CallMethodOneArg(self->space, st->str_wait, timeout);
+    }
+    /* The GIL is off: the executor has `delay` seconds to start the task on
+       another core before this producer runs it (see the reference). */
+    if (timeout != Py_None) {
+        double given = PyFloat_AsDouble(timeout);
+        if (given == -1.0 && PyErr_Occurred()) {
+            return NULL;
+        }
+        if (given < delay) {
+            delay = given;
+        }
+    }
+    PyObject *seconds = PyFloat_FromDouble(delay);
+    if (seconds == NULL) {
+        return NULL;
+    }
+    PyObject *woken = PyObject_CallMethodOneArg(self->space, st->str_wait, seconds);
+    Py_DECREF(seconds);
+    if (woken == NULL) {
+        return NULL;
+    }
+    if (claim_pending(self)) {
+        Py_DECREF(woken);
+        if (consume(self) < 0) {
+            return NULL;
+        }
+        Py_RETURN_TRUE;
+    }
+    return woken;
 }
 
 static PyObject *
@@ -3389,9 +3425,29 @@ import_from(const char *module_name, const char *name)
     return attribute;
 }
 
-/* Fill the publisher core's part of the module state (core_module_state), once. */
+/* getattr(sys, "_is_gil_enabled", lambda: True)(): 1 or 0, or -1 with an exception set. */
 static int
-core_exec(core_module_state *st)
+gil_enabled(void)
+{
+    PyObject *is_enabled = import_from("sys", "_is_gil_enabled");
+    if (is_enabled == NULL) {
+        if (!PyErr_ExceptionMatches(PyExc_AttributeError)) {
+            return -1;
+        }
+        PyErr_Clear();
+        return 1;
+    }
+    PyObject *enabled = PyObject_CallNoArgs(is_enabled);
+    Py_DECREF(is_enabled);
+    int truth = enabled == NULL ? -1 : PyObject_IsTrue(enabled);
+    Py_XDECREF(enabled);
+    return truth;
+}
+
+/* Fill the publisher core's part of the module state (core_module_state),
+   once; `gil`: whether the GIL was on (gil_enabled). */
+static int
+core_exec(core_module_state *st, int gil)
 {
     if ((st->closed_publisher_error = import_from("flowpy.errors", "ClosedPublisherError")) == NULL
         || (st->reentrant_submit_error = import_from("flowpy.errors", "ReentrantSubmitError")) == NULL
@@ -3420,24 +3476,7 @@ core_exec(core_module_state *st)
     if (st->negative_is_zero == NULL) {
         return -1;
     }
-    /* _CONTENDED_YIELDS: 16 if getattr(sys, "_is_gil_enabled", lambda: True)() else 0 */
-    st->contended_yields = 16;
-    PyObject *gil_enabled = import_from("sys", "_is_gil_enabled");
-    if (gil_enabled == NULL) {
-        if (!PyErr_ExceptionMatches(PyExc_AttributeError)) {
-            return -1;
-        }
-        PyErr_Clear();
-        return 0;
-    }
-    PyObject *enabled = PyObject_CallNoArgs(gil_enabled);
-    Py_DECREF(gil_enabled);
-    int truth = enabled == NULL ? -1 : PyObject_IsTrue(enabled);
-    Py_XDECREF(enabled);
-    if (truth < 0) {
-        return -1;
-    }
-    st->contended_yields = truth ? 16 : 0;
+    st->contended_yields = gil ? 16 : 0; /* the reference's _CONTENDED_YIELDS */
     return 0;
 }
 
@@ -3486,7 +3525,18 @@ cbuffered_exec(PyObject *module)
     }
     int added = PyModule_AddObjectRef(module, "MAX_DEMAND", max_demand);
     Py_DECREF(max_demand);
-    return added < 0 ? -1 : core_exec(&((cbuffered_state *)st)->core);
+    int gil = added < 0 ? -1 : gil_enabled();
+    if (gil < 0) {
+        return -1;
+    }
+    st->claim_delay = gil ? 0.0 : CLAIM_DELAY_NO_GIL;
+    PyObject *claim_delay = PyFloat_FromDouble(st->claim_delay);
+    if (claim_delay == NULL) {
+        return -1;
+    }
+    added = PyModule_AddObjectRef(module, "CLAIM_DELAY", claim_delay);
+    Py_DECREF(claim_delay);
+    return added < 0 ? -1 : core_exec(&((cbuffered_state *)st)->core, gil);
 }
 
 static int

@@ -8,6 +8,7 @@ import math
 import subprocess
 import sys
 import threading
+from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -71,10 +72,15 @@ def test_default_pool_does_not_keep_the_interpreter_alive() -> None:
 
 def test_pool_runs_tasks_concurrently_up_to_max_workers() -> None:
     pool = DaemonThreadPool(2, "test")
-    barrier = threading.Barrier(3, timeout=10)
-    futures = [pool.submit(barrier.wait) for _ in range(2)]
+    barrier = threading.Barrier(3, timeout=10)  # broken, and raising, unless both tasks run at once
+
+    def meet() -> int:
+        barrier.wait()
+        return threading.get_ident()
+
+    futures = [pool.submit(meet) for _ in range(2)]
     barrier.wait()
-    assert sorted(f.result(timeout=5) for f in futures) == [0, 1]
+    assert len({f.result(timeout=5) for f in futures}) == 2
     assert pool.max_workers == 2
 
 
@@ -105,32 +111,25 @@ def test_pool_refuses_work_after_shutdown() -> None:
 
 def test_shutdown_between_the_check_and_the_queueing_of_execute_still_runs_the_task() -> None:
     # execute() checks for shutdown, then queues. A shutdown() in between
-    # would put its sentinel first and the task behind it, where no worker
-    # takes it. The queue below runs shutdown() on another thread at that
-    # moment; it must wait until the task is queued (it is given a second
-    # before the task is queued anyway, which is how the race looked).
+    # must not leave the task queued with no thread to run it. The queue
+    # below runs shutdown() on another thread at that moment; it must wait
+    # until the task is queued (it is given a second before the task is
+    # queued anyway, which is how such a race would look).
     pool = DaemonThreadPool(1)
     ran = threading.Event()
-    real = pool._tasks
 
-    class ShutdownWhileQueueing:
+    class ShutdownWhileQueueing(deque[Any]):
         hooked = False
 
-        def put(self, task: Any) -> None:
-            if task is not None and not self.hooked:
+        def append(self, task: Any) -> None:
+            if not self.hooked:
                 self.hooked = True
                 closer = threading.Thread(target=pool.shutdown, kwargs={"wait": False})
                 closer.start()
                 closer.join(1.0)
-            real.put(task)
+            super().append(task)
 
-        def get(self) -> Any:
-            return real.get()
-
-        def get_nowait(self) -> Any:
-            return real.get_nowait()
-
-    pool._tasks = ShutdownWhileQueueing()  # type: ignore[assignment]
+    pool._tasks = ShutdownWhileQueueing()
     pool.execute(ran.set)
     assert ran.wait(10)
     pool.shutdown(wait=True)
@@ -287,3 +286,80 @@ def test_a_keyboard_interrupt_inside_execute_leaves_the_pool_usable() -> None:
         [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=100, check=False
     )
     assert result.returncode == 0, result.stderr[-3000:]
+
+
+class Where:
+    """A task owner: records the thread each of its methods ran on."""
+
+    def __init__(self, started: threading.Barrier, after: threading.Event | None, done: threading.Event) -> None:
+        self.started, self.after, self.done = started, after, done
+        self.threads: list[int] = []
+
+    def hold(self) -> None:
+        """Meet the other owner's ``hold`` on the barrier; finish after ``after`` is set (if given)."""
+        self.started.wait()
+        if self.after is not None:
+            assert self.after.wait(10)
+        self.run()
+        self.done.set()
+
+    def run(self) -> None:
+        self.threads.append(threading.get_ident())
+
+
+def two_idle_threads(pool: DaemonThreadPool) -> tuple[Where, Where]:
+    """Two owners whose ``hold`` ran at once on ``pool``'s two threads, the first finishing first; both idle now."""
+    started = threading.Barrier(3, timeout=10)
+    first = Where(started, None, threading.Event())
+    second = Where(started, first.done, threading.Event())
+    pool.execute(first.hold)
+    pool.execute(second.hold)
+    started.wait()
+    assert pool.wait_idle(10)
+    assert first.threads[0] != second.threads[0]
+    return first, second
+
+
+def test_a_method_goes_back_to_the_idle_thread_that_last_ran_a_method_of_its_object() -> None:
+    # A subscription's consumer task is a method of the subscription: it
+    # goes back to the thread whose cache holds that subscription's state,
+    # not to the thread idle the shortest time.
+    pool = DaemonThreadPool(2)
+    try:
+        first, second = two_idle_threads(pool)  # idle: first's thread, then second's
+        for _ in range(3):
+            pool.execute(first.run)  # not to second's thread, idle the shortest time
+            assert pool.wait_idle(10)
+            pool.execute(second.run)  # now second's thread was idle longer
+            assert pool.wait_idle(10)
+        assert set(first.threads) == {first.threads[0]}
+        assert set(second.threads) == {second.threads[0]}
+        assert len(pool._threads) == 2
+    finally:
+        pool.shutdown()
+
+
+def test_a_plain_task_goes_to_the_thread_idle_the_shortest_time() -> None:
+    pool = DaemonThreadPool(2)
+    try:
+        first, second = two_idle_threads(pool)
+        plain: list[int] = []
+        pool.execute(lambda: plain.append(threading.get_ident()))
+        assert pool.wait_idle(10)
+        assert plain == [second.threads[0]]  # the thread that finished last
+        pool.execute(first.run)
+        assert pool.wait_idle(10)
+        pool.execute(lambda: plain.append(threading.get_ident()))
+        assert pool.wait_idle(10)
+        assert plain[1] == first.threads[0]
+        assert len(pool._threads) == 2
+    finally:
+        pool.shutdown()
+
+
+def test_shutdown_wakes_the_idle_threads_and_they_exit() -> None:
+    pool = DaemonThreadPool(3)
+    two_idle_threads(pool)
+    pool.shutdown(wait=True)
+    assert len(pool._threads) == 2 and all(not thread.is_alive() for thread in pool._threads)
+    assert pool._idle == []
