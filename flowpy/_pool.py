@@ -153,13 +153,17 @@ class DaemonThreadPool(FuturesExecutor):
         # raised in there, on the thread that submits, would leave that lock
         # held, and every later execute() would block on it. Nor does it
         # change anything between a worker leaving self._idle and its wake-up
-        # where an interrupt could come in: a worker is never lost.
+        # where an interrupt could come in: a worker is never lost. And no
+        # section of it has a loop: CPython 3.12 and later leave a loop's
+        # backward jump, where an interrupt is raised, out of the with
+        # statement's handler, so one raised there would leave the lock held.
         self._lock = threading.Lock()
         # Notified when the last unfinished task finishes.
         self._all_done = threading.Condition(self._lock)
         self._threads: list[threading.Thread] = []
         self._tasks: deque[Task] = deque()  # waiting for a thread, in order; empty while a worker is idle
         self._idle: list[_Worker] = []  # asleep in their wake lock, the most recently idle last
+        self._idle_owners: list[int] = []  # the owner of each of self._idle, in the same order
         self._unfinished = 0  # tasks queued or running
         # self._shutdown (set in __init__, kept across a fork) is guarded by self._lock too.
 
@@ -180,16 +184,14 @@ class DaemonThreadPool(FuturesExecutor):
                 raise RuntimeError("cannot schedule new tasks after shutdown")
             idle = self._idle
             if idle:
-                index = len(idle) - 1
-                if owner:
-                    for at, worker in enumerate(idle):
-                        if worker.owner == owner:
-                            index = at
-                            break
+                owners = self._idle_owners
+                index = owners.index(owner) if owner and owner in owners else len(idle) - 1
                 worker = idle[index]
+                # From here to the wake-up, no point where an interrupt is raised.
+                del idle[index]
+                del owners[index]
                 worker.task = task
                 worker.owner = owner
-                del idle[index]
                 self._unfinished += 1
                 worker.wake.release()
                 return
@@ -241,13 +243,12 @@ class DaemonThreadPool(FuturesExecutor):
             self._shutdown = True
             threads = list(self._threads)
             if cancel_futures:
-                while self._tasks:
-                    self._tasks.popleft()
-                    self._task_done_locked()
-            idle, self._idle = self._idle, []
-            for worker in idle:
-                worker.task = None
-                worker.wake.release()
+                cancelled = len(self._tasks)
+                self._tasks.clear()
+                self._task_done_locked(cancelled)
+            idle, self._idle, self._idle_owners = self._idle, [], []
+        for worker in idle:  # out of the pool's self._idle: nothing else wakes them
+            worker.wake.release()  # with worker.task None: exit
         if wait:
             for thread in threads:
                 if thread is not threading.current_thread():
@@ -281,6 +282,7 @@ class DaemonThreadPool(FuturesExecutor):
                     return
                 else:
                     self._idle.append(worker)
+                    self._idle_owners.append(worker.owner)
                     task = None
             if task is None:
                 worker.wake.acquire()  # until execute() hands a task over, or shutdown() None
@@ -299,9 +301,9 @@ class DaemonThreadPool(FuturesExecutor):
             del task
             finished = True
 
-    def _task_done_locked(self) -> None:
+    def _task_done_locked(self, done: int = 1) -> None:
         # Caller holds self._lock.
-        self._unfinished -= 1
+        self._unfinished -= done
         if not self._unfinished:
             self._all_done.notify_all()
 
