@@ -8,9 +8,9 @@ tests, can run its helper publisher on the same pool.
 from __future__ import annotations
 
 import os
+import queue
 import threading
 import weakref
-from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Executor as FuturesExecutor
 from concurrent.futures import Future
@@ -92,26 +92,6 @@ direct_executor = DirectExecutor()
 """The executor that runs tasks on the calling thread."""
 
 
-def _owner_of(task: Task) -> int:
-    """``id`` of the object ``task`` is a method of (``__self__``), or 0 for a plain function."""
-    owner = getattr(task, "__self__", None)
-    return 0 if owner is None else id(owner)
-
-
-class _Worker:
-    """A worker thread's hand-off slot: the lock it sleeps on while idle and the task handed to it."""
-
-    __slots__ = ("owner", "task", "wake")
-
-    def __init__(self) -> None:
-        # Held while the worker sleeps in it; released once, by the thread
-        # that hands over a task (execute) or the exit (shutdown).
-        self.wake = threading.Lock()
-        self.wake.acquire()
-        self.task: Task | None = None  # set before wake is released; None there means: exit
-        self.owner = 0  # _owner_of the task it ran last
-
-
 class DaemonThreadPool(FuturesExecutor):
     """A thread pool whose idle threads wait for work and never block exit.
 
@@ -119,14 +99,6 @@ class DaemonThreadPool(FuturesExecutor):
     is the ``concurrent.futures`` interface. A task's exception is reported
     through :func:`threading.excepthook` when it came through ``execute``, and
     set on the future when it came through ``submit``.
-
-    A task is handed straight to an idle thread when there is one: to the
-    thread that last ran a method of the same object (a subscription's
-    consumer task), else to the thread idle the shortest time. Each task goes
-    back, where it can, to the thread whose CPU and cache hold its state, and
-    the threads that stay idle stay asleep. Tasks wait in order for a thread
-    otherwise, and a new thread starts while there are fewer than
-    ``max_workers``.
 
     In a child made by ``os.fork()`` the pool is empty: the parent's threads
     and the tasks queued or running there are not in the child; a pool that
@@ -147,24 +119,28 @@ class DaemonThreadPool(FuturesExecutor):
 
     def _start_empty(self) -> None:
         """Set up a pool with no thread and no task (in ``__init__``, and again in a forked child)."""
+        # Tasks in order; a None after them tells the workers to exit.
+        self._tasks: queue.SimpleQueue[Task | None] = queue.SimpleQueue()
         # --- Guarded by self._lock -------------------------------------
         # execute() calls no Python code of threading (a Semaphore's or a
         # Condition's __enter__) unless it starts a thread: a KeyboardInterrupt
         # raised in there, on the thread that submits, would leave that lock
-        # held, and every later execute() would block on it. Nor does it
-        # change anything between a worker leaving self._idle and its wake-up
-        # where an interrupt could come in: a worker is never lost. And no
-        # section of it has a loop: CPython 3.12 and later leave a loop's
-        # backward jump, where an interrupt is raised, out of the with
-        # statement's handler, so one raised there would leave the lock held.
+        # held, and every later execute() would block on it. No section of
+        # it has a loop: CPython leaves a loop's backward jump, where an
+        # interrupt is raised, out of the with statement's handler, so one
+        # raised there would leave the lock held.
+        # Held while a task is queued, so that no task lands behind the
+        # shutdown sentinel, where no worker would ever take it.
         self._lock = threading.Lock()
         # Notified when the last unfinished task finishes.
         self._all_done = threading.Condition(self._lock)
         self._threads: list[threading.Thread] = []
-        self._tasks: deque[Task] = deque()  # waiting for a thread, in order; empty while a worker is idle
-        self._idle: list[_Worker] = []  # asleep in their wake lock, the most recently idle last
-        self._idle_owners: list[int] = []  # the owner of each of self._idle, in the same order
         self._unfinished = 0  # tasks queued or running
+        # Added to by a worker each time it becomes idle; taken by execute()
+        # to reuse an idle worker instead of starting a thread. It may count
+        # a worker that has taken a task meanwhile: that task then waits for
+        # a thread to be free, as in concurrent.futures.ThreadPoolExecutor.
+        self._idle_workers = 0
         # self._shutdown (set in __init__, kept across a fork) is guarded by self._lock too.
 
     @property
@@ -173,31 +149,19 @@ class DaemonThreadPool(FuturesExecutor):
         return self._max_workers
 
     def execute(self, task: Task) -> None:
-        """Run ``task`` on a pool thread: an idle one at once, else the next one free, in order.
+        """Queue ``task`` to run on a pool thread.
 
         Raises:
             RuntimeError: if the pool was shut down.
         """
-        owner = _owner_of(task)
         with self._lock:
             if self._shutdown:
                 raise RuntimeError("cannot schedule new tasks after shutdown")
-            idle = self._idle
-            if idle:
-                owners = self._idle_owners
-                index = owners.index(owner) if owner and owner in owners else len(idle) - 1
-                worker = idle[index]
-                # From here to the wake-up, no point where an interrupt is raised.
-                del idle[index]
-                del owners[index]
-                worker.task = task
-                worker.owner = owner
-                self._unfinished += 1
-                worker.wake.release()
-                return
             self._unfinished += 1
-            self._tasks.append(task)
-            if len(self._threads) < self._max_workers:
+            self._tasks.put(task)
+            if self._idle_workers:
+                self._idle_workers -= 1
+            else:
                 self._add_thread_locked()
 
     def submit(self, fn: Callable[..., R], /, *args: Any, **kwargs: Any) -> Future[R]:
@@ -240,15 +204,18 @@ class DaemonThreadPool(FuturesExecutor):
     def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
         """Refuse new tasks; let the threads finish what is queued, then exit."""
         with self._lock:
-            self._shutdown = True
+            self._shutdown = True  # from here on execute() queues nothing
             threads = list(self._threads)
-            if cancel_futures:
-                cancelled = len(self._tasks)
-                self._tasks.clear()
-                self._task_done_locked(cancelled)
-            idle, self._idle, self._idle_owners = self._idle, [], []
-        for worker in idle:  # out of the pool's self._idle: nothing else wakes them
-            worker.wake.release()  # with worker.task None: exit
+        cancelled = 0
+        while cancel_futures:  # not under self._lock: see _start_empty
+            try:
+                task = self._tasks.get_nowait()
+            except queue.Empty:
+                break
+            cancelled += task is not None
+        with self._lock:
+            self._task_done_locked(cancelled)
+            self._tasks.put(None)
         if wait:
             for thread in threads:
                 if thread is not threading.current_thread():
@@ -259,39 +226,23 @@ class DaemonThreadPool(FuturesExecutor):
         # started here, under the lock, so that a shutdown() cannot come in
         # between and find the task queued with no thread to run it, nor a
         # listed thread that was not started yet.
+        if len(self._threads) >= self._max_workers:
+            return
         thread = threading.Thread(
             target=self._work,
-            args=(_Worker(),),
             name=f"{self._prefix}-{len(self._threads)}",
             daemon=True,
         )
         thread.start()
         self._threads.append(thread)
 
-    def _work(self, worker: _Worker) -> None:
-        finished = False  # whether a task ran since the last section
+    def _work(self) -> None:
+        tasks = self._tasks
         while True:
-            # One section counts the task done and takes the next or goes
-            # idle: once wait_idle() returns, every worker is in self._idle.
-            with self._lock:
-                if finished:
-                    self._task_done_locked()
-                if self._tasks:
-                    task = self._tasks.popleft()
-                elif self._shutdown:
-                    return
-                else:
-                    self._idle.append(worker)
-                    self._idle_owners.append(worker.owner)
-                    task = None
+            task = tasks.get()
             if task is None:
-                worker.wake.acquire()  # until execute() hands a task over, or shutdown() None
-                task = worker.task
-                worker.task = None
-                if task is None:
-                    return
-            else:
-                worker.owner = _owner_of(task)
+                tasks.put(None)  # wake the next thread for shutdown
+                return
             try:
                 task()
             except BaseException as exc:  # reported; the thread goes on
@@ -299,7 +250,9 @@ class DaemonThreadPool(FuturesExecutor):
                     threading.ExceptHookArgs((type(exc), exc, exc.__traceback__, threading.current_thread()))
                 )
             del task
-            finished = True
+            with self._lock:
+                self._task_done_locked()
+                self._idle_workers += 1
 
     def _task_done_locked(self, done: int = 1) -> None:
         # Caller holds self._lock.

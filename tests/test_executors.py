@@ -9,7 +9,6 @@ import math
 import subprocess
 import sys
 import threading
-from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -112,25 +111,32 @@ def test_pool_refuses_work_after_shutdown() -> None:
 
 def test_shutdown_between_the_check_and_the_queueing_of_execute_still_runs_the_task() -> None:
     # execute() checks for shutdown, then queues. A shutdown() in between
-    # must not leave the task queued with no thread to run it. The queue
-    # below runs shutdown() on another thread at that moment; it must wait
-    # until the task is queued (it is given a second before the task is
-    # queued anyway, which is how such a race would look).
+    # would put its sentinel first and the task behind it, where no worker
+    # takes it. The queue below runs shutdown() on another thread at that
+    # moment; it must wait until the task is queued (it is given a second
+    # before the task is queued anyway, which is how the race looked).
     pool = DaemonThreadPool(1)
     ran = threading.Event()
+    real = pool._tasks
 
-    class ShutdownWhileQueueing(deque[Any]):
+    class ShutdownWhileQueueing:
         hooked = False
 
-        def append(self, task: Any) -> None:
-            if not self.hooked:
+        def put(self, task: Any) -> None:
+            if task is not None and not self.hooked:
                 self.hooked = True
                 closer = threading.Thread(target=pool.shutdown, kwargs={"wait": False})
                 closer.start()
                 closer.join(1.0)
-            super().append(task)
+            real.put(task)
 
-    pool._tasks = ShutdownWhileQueueing()
+        def get(self) -> Any:
+            return real.get()
+
+        def get_nowait(self) -> Any:
+            return real.get_nowait()
+
+    pool._tasks = ShutdownWhileQueueing()  # type: ignore[assignment]
     pool.execute(ran.set)
     assert ran.wait(10)
     pool.shutdown(wait=True)
@@ -255,10 +261,7 @@ def _interrupt_every_point_of_execute() -> None:
     """Ctrl-C anywhere in ``execute`` handing a task to an idle worker, threading's code included.
 
     A lock of threading's Python code (a Semaphore's Condition) taken there
-    and left held by the interrupt would block every later ``execute``; the
-    pool's own lock too, if a loop's back jump inside its ``with`` (outside
-    the statement's handler on CPython 3.12 and later) were interrupted; and
-    a worker taken off the idle list and not woken would never run again.
+    and left held by the interrupt would block every later ``execute``.
     """
     files = {inspect.getfile(DaemonThreadPool), threading.__file__}
 
@@ -279,26 +282,6 @@ def _interrupt_every_point_of_execute() -> None:
     assert len(outcomes) > 2
     assert [outcome for outcome in outcomes if not outcome[2]] == []
 
-    def hand_back(hook: InterruptAt) -> bool:
-        # Two idle threads, each of which ran a method of its own object:
-        # the task goes back to the one that ran its object's method before.
-        pool = DaemonThreadPool(2)
-        _, second = two_idle_threads(pool)
-        with contextlib.suppress(InjectedInterrupt), hook:
-            pool.execute(second.run)
-        both = threading.Barrier(3, timeout=5)  # both threads still take tasks, and the lock is free
-        threading.Thread(target=lambda: [pool.execute(both.wait) for _ in range(2)], daemon=True).start()
-        try:
-            both.wait()
-        except threading.BrokenBarrierError:
-            return False
-        pool.shutdown(wait=False)
-        return True
-
-    outcomes = [(hook.at, hook.fired.where if hook.fired else None, ran) for hook, ran in sweep(files, hand_back)]
-    assert len(outcomes) > 2
-    assert [outcome for outcome in outcomes if not outcome[2]] == []
-
 
 @pytest.mark.timeout(120)
 def test_a_keyboard_interrupt_inside_execute_leaves_the_pool_usable() -> None:
@@ -312,91 +295,14 @@ def test_a_keyboard_interrupt_inside_execute_leaves_the_pool_usable() -> None:
     assert result.returncode == 0, result.stderr[-3000:]
 
 
-class Where:
-    """A task owner: records the thread each of its methods ran on."""
-
-    def __init__(self, started: threading.Barrier, after: threading.Event | None, done: threading.Event) -> None:
-        self.started, self.after, self.done = started, after, done
-        self.threads: list[int] = []
-
-    def hold(self) -> None:
-        """Meet the other owner's ``hold`` on the barrier; finish after ``after`` is set (if given)."""
-        self.started.wait()
-        if self.after is not None:
-            assert self.after.wait(10)
-        self.run()
-        self.done.set()
-
-    def run(self) -> None:
-        self.threads.append(threading.get_ident())
-
-
-def two_idle_threads(pool: DaemonThreadPool) -> tuple[Where, Where]:
-    """Two owners whose ``hold`` ran at once on ``pool``'s two threads, the first finishing first; both idle now."""
-    started = threading.Barrier(3, timeout=10)
-    first = Where(started, None, threading.Event())
-    second = Where(started, first.done, threading.Event())
-    pool.execute(first.hold)
-    pool.execute(second.hold)
-    started.wait()
-    assert pool.wait_idle(10)
-    assert first.threads[0] != second.threads[0]
-    return first, second
-
-
-def test_a_method_goes_back_to_the_idle_thread_that_last_ran_a_method_of_its_object() -> None:
-    # A subscription's consumer task is a method of the subscription: it
-    # goes back to the thread whose cache holds that subscription's state,
-    # not to the thread idle the shortest time.
-    pool = DaemonThreadPool(2)
-    try:
-        first, second = two_idle_threads(pool)  # idle: first's thread, then second's
-        for _ in range(3):
-            pool.execute(first.run)  # not to second's thread, idle the shortest time
-            assert pool.wait_idle(10)
-            pool.execute(second.run)  # now second's thread was idle longer
-            assert pool.wait_idle(10)
-        assert set(first.threads) == {first.threads[0]}
-        assert set(second.threads) == {second.threads[0]}
-        assert len(pool._threads) == 2
-    finally:
-        pool.shutdown()
-
-
-def test_a_plain_task_goes_to_the_thread_idle_the_shortest_time() -> None:
-    pool = DaemonThreadPool(2)
-    try:
-        first, second = two_idle_threads(pool)
-        plain: list[int] = []
-        pool.execute(lambda: plain.append(threading.get_ident()))
-        assert pool.wait_idle(10)
-        assert plain == [second.threads[0]]  # the thread that finished last
-        pool.execute(first.run)
-        assert pool.wait_idle(10)
-        pool.execute(lambda: plain.append(threading.get_ident()))
-        assert pool.wait_idle(10)
-        assert plain[1] == first.threads[0]
-        assert len(pool._threads) == 2
-    finally:
-        pool.shutdown()
-
-
-def test_shutdown_wakes_the_idle_threads_and_they_exit() -> None:
-    pool = DaemonThreadPool(3)
-    two_idle_threads(pool)
-    pool.shutdown(wait=True)
-    assert len(pool._threads) == 2 and all(not thread.is_alive() for thread in pool._threads)
-    assert pool._idle == []
-
-
 def test_no_section_of_the_pools_lock_has_a_loop() -> None:
-    # CPython 3.12 and later (3.11 too, by its exception table) leave a
-    # loop's backward jump out of the handler of the `with` around it; an
-    # asynchronous interrupt raised at that jump (where the evaluation loop
-    # checks for one) skips __exit__ and leaves the lock held, and every
-    # later execute() blocks: benchmarks/stress.py --kind interrupt found it
-    # with the GIL off. No trace function models that point faithfully, so
-    # the rule is checked on the source.
+    # CPython leaves a loop's backward jump out of the handler of the `with`
+    # around it (3.11 by its exception table, as 3.12 and later); an
+    # asynchronous interrupt raised at that jump, where the evaluation loop
+    # checks for one, skips __exit__ and leaves the lock held, and every
+    # later execute() blocks (benchmarks/stress.py --kind interrupt found
+    # one with the GIL off). No trace function models that point
+    # faithfully, so the rule is checked on the source.
     tree = ast.parse(Path(inspect.getfile(DaemonThreadPool)).read_text())
     loops = (ast.For, ast.While, ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
     sections = [
@@ -407,3 +313,26 @@ def test_no_section_of_the_pools_lock_has_a_loop() -> None:
     assert len(sections) >= 4
     looping = [node.lineno for node in sections for inner in ast.walk(node) if isinstance(inner, loops)]
     assert looping == []
+
+
+def test_shutdown_cancelling_futures_drops_the_queued_tasks_and_lets_the_running_one_finish() -> None:
+    pool = DaemonThreadPool(1)
+    release = threading.Event()
+    ran: list[str] = []
+    started = threading.Event()
+
+    def hold() -> bool:
+        started.set()
+        return release.wait(10)
+
+    running = pool.submit(hold)
+    assert started.wait(10)  # the one thread runs it: the next two stay queued
+    dropped = [pool.submit(lambda: ran.append("dropped")) for _ in range(2)]
+    pool.shutdown(wait=False, cancel_futures=True)
+    release.set()
+    assert running.result(timeout=10) is True
+    for thread in pool._threads:
+        thread.join(10)
+        assert not thread.is_alive()
+    assert ran == [] and not any(future.done() for future in dropped)
+    assert pool.wait_idle(0)
