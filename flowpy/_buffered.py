@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import sys
 import sysconfig
 import threading
 from collections import deque
@@ -147,6 +148,15 @@ ALERTED: Final[tuple[bool, ...]] = tuple(bool(ctl & ALERT) for ctl in range(WAIT
 FREE_THREADED: Final = bool(sysconfig.get_config_var("Py_GIL_DISABLED"))
 """Whether this interpreter is a free-threaded build, where the GIL may be off (see above)."""
 
+CLAIM_DELAY: Final = 0.0 if getattr(sys, "_is_gil_enabled", lambda: True)() else 0.001
+"""Seconds a producer blocked on a full buffer leaves a pending task to the executor before it runs it itself.
+
+0 while the GIL is on (as this module is imported): running the task at once
+costs no thread switch, and no other thread could run Python meanwhile.
+Without the GIL another core can run it: a producer that ran it would
+deliver instead of producing, and its other subscribers would run dry.
+"""
+
 
 def _lock_of(condition: threading.Condition) -> AbstractContextManager[object]:
     """The lock ``condition`` was made with (its ``with`` statement runs no Python code)."""
@@ -178,6 +188,7 @@ class BufferedSubscription(Subscription, Generic[T]):
         "_pending_error",
         "_space",
         "_space_lock",
+        "_wake_level",
         "subscriber",
     )
 
@@ -228,6 +239,10 @@ class BufferedSubscription(Subscription, Generic[T]):
         # after it (see the overview).
         self._ctl = 0
         self._pending_error: BaseException | None = None  # the error for STOP's on_error, if any
+        # While WAITING: a pop that leaves at most this many items wakes the
+        # waiting producer; one that leaves more keeps ALERT set, and the end
+        # of the batch wakes it whatever is left. Set with WAITING.
+        self._wake_level = 0
         self._execute: Callable[[Task], object] | None = execute  # None once closed
 
         # --- Written by the thread holding the consumer task; read racily by others ---
@@ -429,18 +444,32 @@ class BufferedSubscription(Subscription, Generic[T]):
 
         Returns whether the wait ended before the timeout. The caller holds
         the publisher's lock, which ``self._space`` is bound to, and re-checks
-        everything after a ``False`` return. A task that the executor has not
-        started is run here first.
+        everything after a return. A task that the executor has not started
+        is run here, at once with ``CLAIM_DELAY`` 0, else if the executor has
+        not started it within ``CLAIM_DELAY`` seconds (the JDK's
+        helpAsyncBlocker). Without a timeout the producer is woken once the
+        buffer is down to half its capacity or the consumer's batch ends;
+        with one, by the first freed slot.
         """
-        if self._ctl & PENDING and self._claim_and_deliver(False, None):  # racy: it claims under self._lock
+        if not CLAIM_DELAY and self._ctl & PENDING and self._claim_and_deliver(False, None):  # racy: see below
             return True
+        level = self._capacity // 2 if timeout is None else self._capacity - 1
         with self._lock:  # store, then load (see the overview): the consumer pops with no lock
             ctl = self._ctl
+            if not ctl & WAITING or level > self._wake_level:  # with two waiters, the earlier wake-up wins
+                self._wake_level = level
             self._ctl = ctl | WAITING | ALERT
-            ready = self.has_space() or ctl & PENDING
+            ready = self.has_space() or (ctl & PENDING and not CLAIM_DELAY)
             if ready:
                 self._ctl = ctl & ~WAITING
-        return True if ready else self._space.wait(timeout)
+        if ready:
+            return True
+        if not ctl & PENDING:
+            return self._space.wait(timeout)
+        woken = self._space.wait(CLAIM_DELAY if timeout is None or timeout > CLAIM_DELAY else timeout)
+        if self._ctl & PENDING and self._claim_and_deliver(False, None):  # racy: it claims under self._lock
+            return True
+        return woken
 
     def stop_waiting(self) -> None:
         """Forget that a producer waits for space; the publisher's lock is held."""
@@ -733,12 +762,15 @@ class BufferedSubscription(Subscription, Generic[T]):
                     return False
                 if FREE_THREADED:
                     self._end_batch(0 if demand == MAX_DEMAND else n, i)
-                elif demand != MAX_DEMAND:
+                    continue
+                if demand != MAX_DEMAND:
                     with lock:
                         self._demand -= n
                         self._delivered += i
                 else:
                     self._delivered += i
+                if self._ctl & WAITING:  # the batch's end wakes a producer still waiting (see _on_alert)
+                    self._signal_waiter()
                 continue
             if self._ctl & COMPLETE and not buffer:
                 with lock:
@@ -776,6 +808,8 @@ class BufferedSubscription(Subscription, Generic[T]):
             ctl = self._ctl
             if ctl & STOP:
                 return True  # ALERT stays set: the next look stops too
+            if ctl & WAITING and len(self._buffer) > self._wake_level:
+                return False  # ALERT stays set: a later pop, or the batch's end, wakes the producer
             self._ctl = ctl & ~ALERT
         if ctl & WAITING:
             self._signal_waiter()

@@ -94,6 +94,7 @@
 
 #define MAX_DEMAND 0x7fffffffffffffffLL /* 2**63 - 1: unbounded (rule 3.17) */
 #define INITIAL_RING 32                 /* first ring allocation, as in the JDK */
+#define CLAIM_DELAY_NO_GIL 0.001        /* the reference's CLAIM_DELAY while the GIL is off */
 
 typedef struct {
     PyObject *type;
@@ -105,6 +106,8 @@ typedef struct {
     PyObject *str_release;
     PyObject *str_notify_all;
     PyObject *str_wait;
+    /* The reference's CLAIM_DELAY: 0 if the GIL was on at exec, else CLAIM_DELAY_NO_GIL. */
+    double claim_delay;
 } module_state;
 
 typedef struct {
@@ -129,6 +132,11 @@ typedef struct {
     Py_ssize_t head;     /* index of the oldest item */
     Py_ssize_t count;    /* items buffered */
     Py_ssize_t capacity; /* slots the producer may fill; 0 once closed */
+    /* While WAITING is set: a pop that leaves at most this many items wakes
+       the waiting producer; a pop that leaves more keeps ALERT set, and the
+       end of the batch wakes it whatever is left (see on_alert_locked).
+       Set by wait_for_space with WAITING. */
+    Py_ssize_t wake_level;
 
     /* --- The reference's lock-guarded state (see the sections above) --- */
     long long demand;        /* outstanding request(n) total; MAX_DEMAND = unbounded */
@@ -591,15 +599,27 @@ on_next_failed(BufObject *self, PyObject *subscriber, PyObject *exc)
    the item. Returns 1 to stop delivering (ALERT stays set), 2 to wake the
    waiting producer (signal_waiter, after the section) and go on, 0 to go on.
    ALERT is cleared in the same section that looks at STOP and WAITING, and
-   every writer sets it with them in one section, so none is missed. */
+   every writer sets it with them in one section, so none is missed.
+
+   A producer that waits without a timeout is woken only once the buffer is
+   down to `wake_level` (half the capacity) or the batch ends (deliver): it
+   then refills many slots per wake-up instead of one, where waking it for
+   every freed slot costs a sleep and a wake-up per item. Until then ALERT
+   stays set, so every pop looks again. The batch ends whenever the consumer
+   stops popping (demand used up, buffer empty, STOP), and closing wakes it
+   too (release), so the wake-up is late by at most a batch, never lost. */
 static inline int
 on_alert_locked(BufObject *self)
 {
     if (ctl_has(self, CTL_STOP)) {
         return 1;
     }
+    int waiting = ctl_has(self, CTL_WAITING);
+    if (waiting && self->count > self->wake_level) {
+        return 0;
+    }
     ctl_clear(self, CTL_ALERT);
-    return ctl_has(self, CTL_WAITING) ? 2 : 0;
+    return waiting ? 2 : 0;
 }
 
 /* The reference's _hand_over section, in the caller's: the executor to hand
@@ -837,13 +857,22 @@ deliver(BufObject *self)
                 Py_DECREF(item);
                 Py_DECREF(r);
             }
-            /* One section with the demand, as the reference does both under its lock. */
+            /* One section with the demand, as the reference does both under
+               its lock, that also ends the batch: a producer still waiting
+               for space (see on_alert_locked) is woken. Its wait_for_space
+               section came either before this one, and WAITING is seen here,
+               or after it, and saw the items this batch popped. */
             SECTION_BEGIN(self);
             self->delivered += i;
             if (demand != MAX_DEMAND) {
                 self->demand -= n;
             }
+            int waiting = ctl_has(self, CTL_WAITING);
             SECTION_END(self);
+            if (waiting && signal_waiter(self) < 0) {
+                exc = take_exception();
+                goto failed;
+            }
             continue;
         }
         if (ctl_has(self, CTL_COMPLETE) && !n) { /* not STOP: the same section looked */
@@ -1324,17 +1353,26 @@ static PyObject *
 buf_wait_for_space(PyObject *op, PyObject *timeout)
 {
     BufObject *self = (BufObject *)op;
-    if (claim_pending(self)) {
+    module_state *st = state_of(self);
+    double delay = st->claim_delay;
+    if (delay == 0.0 && claim_pending(self)) {
         if (consume(self) < 0) {
             return NULL;
         }
         Py_RETURN_TRUE;
     }
     /* One section sets the flags and looks, as the consumer pops and looks
-       at ALERT in one (see deliver). */
+       at ALERT in one (see deliver). A wait with a timeout is woken by the
+       first pop, as in the reference; one without, at half the capacity
+       (see on_alert_locked). With two waiters, the earlier wake-up wins. */
     SECTION_BEGIN(self);
+    Py_ssize_t level = timeout == Py_None ? self->capacity / 2 : self->capacity - 1;
+    if (!ctl_has(self, CTL_WAITING) || level > self->wake_level) {
+        self->wake_level = level;
+    }
     ctl_set(self, CTL_WAITING | CTL_ALERT);
-    int ready = has_space_locked(self) || ctl_has(self, CTL_PENDING);
+    int pending = ctl_has(self, CTL_PENDING);
+    int ready = has_space_locked(self) || (pending && delay == 0.0);
     if (ready) {
         ctl_clear(self, CTL_WAITING);
     }
@@ -1342,7 +1380,37 @@ buf_wait_for_space(PyObject *op, PyObject *timeout)
     if (ready) {
         Py_RETURN_TRUE;
     }
-    return PyObject_CallMethodOneArg(self->space, state_of(self)->str_wait, timeout);
+    if (!pending) {
+        return PyObject_CallMethodOneArg(self->space, st->str_wait, timeout);
+    }
+    /* The GIL is off: the executor has `delay` seconds to start the task on
+       another core before this producer runs it (see the reference). */
+    if (timeout != Py_None) {
+        double given = PyFloat_AsDouble(timeout);
+        if (given == -1.0 && PyErr_Occurred()) {
+            return NULL;
+        }
+        if (given < delay) {
+            delay = given;
+        }
+    }
+    PyObject *seconds = PyFloat_FromDouble(delay);
+    if (seconds == NULL) {
+        return NULL;
+    }
+    PyObject *woken = PyObject_CallMethodOneArg(self->space, st->str_wait, seconds);
+    Py_DECREF(seconds);
+    if (woken == NULL) {
+        return NULL;
+    }
+    if (claim_pending(self)) {
+        Py_DECREF(woken);
+        if (consume(self) < 0) {
+            return NULL;
+        }
+        Py_RETURN_TRUE;
+    }
+    return woken;
 }
 
 static PyObject *
@@ -3357,9 +3425,29 @@ import_from(const char *module_name, const char *name)
     return attribute;
 }
 
-/* Fill the publisher core's part of the module state (core_module_state), once. */
+/* getattr(sys, "_is_gil_enabled", lambda: True)(): 1 or 0, or -1 with an exception set. */
 static int
-core_exec(core_module_state *st)
+gil_enabled(void)
+{
+    PyObject *is_enabled = import_from("sys", "_is_gil_enabled");
+    if (is_enabled == NULL) {
+        if (!PyErr_ExceptionMatches(PyExc_AttributeError)) {
+            return -1;
+        }
+        PyErr_Clear();
+        return 1;
+    }
+    PyObject *enabled = PyObject_CallNoArgs(is_enabled);
+    Py_DECREF(is_enabled);
+    int truth = enabled == NULL ? -1 : PyObject_IsTrue(enabled);
+    Py_XDECREF(enabled);
+    return truth;
+}
+
+/* Fill the publisher core's part of the module state (core_module_state),
+   once; `gil`: whether the GIL was on (gil_enabled). */
+static int
+core_exec(core_module_state *st, int gil)
 {
     if ((st->closed_publisher_error = import_from("flowpy.errors", "ClosedPublisherError")) == NULL
         || (st->reentrant_submit_error = import_from("flowpy.errors", "ReentrantSubmitError")) == NULL
@@ -3388,24 +3476,7 @@ core_exec(core_module_state *st)
     if (st->negative_is_zero == NULL) {
         return -1;
     }
-    /* _CONTENDED_YIELDS: 16 if getattr(sys, "_is_gil_enabled", lambda: True)() else 0 */
-    st->contended_yields = 16;
-    PyObject *gil_enabled = import_from("sys", "_is_gil_enabled");
-    if (gil_enabled == NULL) {
-        if (!PyErr_ExceptionMatches(PyExc_AttributeError)) {
-            return -1;
-        }
-        PyErr_Clear();
-        return 0;
-    }
-    PyObject *enabled = PyObject_CallNoArgs(gil_enabled);
-    Py_DECREF(gil_enabled);
-    int truth = enabled == NULL ? -1 : PyObject_IsTrue(enabled);
-    Py_XDECREF(enabled);
-    if (truth < 0) {
-        return -1;
-    }
-    st->contended_yields = truth ? 16 : 0;
+    st->contended_yields = gil ? 16 : 0; /* the reference's _CONTENDED_YIELDS */
     return 0;
 }
 
@@ -3454,7 +3525,18 @@ cbuffered_exec(PyObject *module)
     }
     int added = PyModule_AddObjectRef(module, "MAX_DEMAND", max_demand);
     Py_DECREF(max_demand);
-    return added < 0 ? -1 : core_exec(&((cbuffered_state *)st)->core);
+    int gil = added < 0 ? -1 : gil_enabled();
+    if (gil < 0) {
+        return -1;
+    }
+    st->claim_delay = gil ? 0.0 : CLAIM_DELAY_NO_GIL;
+    PyObject *claim_delay = PyFloat_FromDouble(st->claim_delay);
+    if (claim_delay == NULL) {
+        return -1;
+    }
+    added = PyModule_AddObjectRef(module, "CLAIM_DELAY", claim_delay);
+    Py_DECREF(claim_delay);
+    return added < 0 ? -1 : core_exec(&((cbuffered_state *)st)->core, gil);
 }
 
 static int

@@ -12,6 +12,7 @@ from flowpy.flow import Subscriber, Subscription
 T = TypeVar("T")
 
 MAX_DEMAND: Final[int]
+CLAIM_DELAY: Final[float]  # as flowpy._buffered.CLAIM_DELAY
 
 # The bits of a subscription's state word (BufferedSubscription._ctl), as in flowpy._buffered.
 RUNNING: Final[int]

@@ -13,6 +13,7 @@ from __future__ import annotations
 import ast
 import functools
 import inspect
+import sys
 import threading
 from pathlib import Path
 from typing import Any
@@ -123,6 +124,16 @@ def test_the_state_word_has_the_same_named_bits_in_both_cores_and_the_stub() -> 
     assert all(value > 0 and value & (value - 1) == 0 for value in bits.values())
     _, names = stub()
     assert {"CTL_BITS", *bits} <= names
+
+
+def test_both_cores_leave_a_pending_task_to_the_executor_for_the_same_time() -> None:
+    compiled = __import__(CORES["c"].BufferedSubscription.__module__, fromlist=["CLAIM_DELAY"])
+    assert compiled.CLAIM_DELAY == _buffered.CLAIM_DELAY
+    gil = getattr(sys, "_is_gil_enabled", lambda: True)()
+    expected = 0.0 if gil else 0.001
+    assert expected == _buffered.CLAIM_DELAY
+    _, names = stub()
+    assert "CLAIM_DELAY" in names
 
 
 def test_the_subscriptions_have_one_interface() -> None:

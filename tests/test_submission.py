@@ -560,15 +560,24 @@ def two_full_buffers(
 @pytest.mark.timeout(30)
 def test_a_blocked_producer_drains_the_buffer_it_can_then_waits_for_the_next(core: Core) -> None:
     # Both buffers are full: the producer runs the first subscriber's queued
-    # task itself, then waits for the second, which has requested nothing.
-    publisher, executor, first, second = two_full_buffers(core)
+    # task itself (without the GIL, after CLAIM_DELAY), then waits for the
+    # second, which has requested nothing.
+    delivered_on: list[int] = []
+    delivered = threading.Event()
+
+    def record(item: int) -> None:
+        delivered_on.append(threading.get_ident())
+        delivered.set()
+
+    publisher, executor, first, second = two_full_buffers(core, record)
     producer = threading.Thread(target=publisher.submit, args=(1,), daemon=True)
     producer.start()
+    assert delivered.wait(10)
     # Waiting for space in the second buffer. (_blocked is set already while
     # the producer drains the first, which without the GIL runs on meanwhile.)
     wait_until_waiting(producer)
     assert publisher._blocked == producer.ident
-    assert first.items == [0]  # delivered by the blocked producer's thread
+    assert first.items == [0] and delivered_on == [producer.ident]  # delivered by the blocked producer's thread
     second.request(2)  # its task is queued; the producer wakes, runs it, and goes on
     producer.join(10)
     assert not producer.is_alive() and publisher._blocked == 0

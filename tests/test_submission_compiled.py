@@ -1343,6 +1343,27 @@ def test_an_error_due_closes_with_the_error(cbuffered: Any) -> None:
     assert subscriber.items == [] and subscriber.error is error
 
 
+@pytest.mark.timeout(60)
+def test_a_producer_blocked_for_space_gets_the_slot_a_small_request_frees(core: Core) -> None:
+    # request(1) on a full buffer of 4 leaves it above half full and ends
+    # the batch: the producer is woken, and its submit returns before any
+    # further demand.
+    publisher = twin_of(core)(max_buffer_capacity=4)
+    recorder = Recorder()
+    publisher.subscribe(recorder)
+    assert recorder.subscribed.wait(10)
+    producer = threading.Thread(target=lambda: [publisher.submit(item) for item in range(5)])
+    producer.start()
+    wait_until_waiting(producer)
+    recorder.request(1)
+    producer.join(10)
+    assert not producer.is_alive()
+    recorder.request(4)
+    publisher.close()
+    assert recorder.done.wait(10)
+    assert recorder.items == list(range(5)) and recorder.completed
+
+
 def test_a_waiting_producer_sets_waiting_and_alert_and_the_consumer_clears_them(cbuffered: Any) -> None:
     space = threading.Condition()
     subscriber, subscription = compiled_subscription(cbuffered, direct_executor.execute, capacity=1, space=space)

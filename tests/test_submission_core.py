@@ -632,6 +632,145 @@ def test_ctl_announces_a_waiting_producer_until_the_consumer_frees_a_slot(core: 
     assert subscription._ctl == TERMINATED
 
 
+class CountingSpace(threading.Condition):
+    """The publisher's space condition, counting ``notify_all``; its ``wait`` returns at once."""
+
+    def __init__(self) -> None:
+        super().__init__(threading.RLock())
+        self.notified = 0
+
+    def notify_all(self) -> None:
+        self.notified += 1
+        super().notify_all()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        return False
+
+
+def waiting_on_a_full_buffer(core: Core, timeout: float | None) -> tuple[Recorder, Any, CountingSpace, list[int]]:
+    """A subscription of capacity 8, full, without demand, and a producer that waited (``timeout``) for space.
+
+    The returned list gets, at each ``on_next``, how many wake-ups the producer had so far.
+    """
+    space = CountingSpace()
+    woken: list[int] = []
+    subscriber = Recorder(on_next_hook=lambda item: woken.append(space.notified))
+    subscription = core.BufferedSubscription(subscriber, direct_executor.execute, 8, None, space)
+    subscription.signal_subscribe()
+    for item in range(8):
+        assert subscription.offer(item) == item + 1
+    assert subscription.offer(8) == 0
+    with space:  # the publisher's lock, which the producer holds
+        assert subscription.wait_for_space(timeout) is False
+    assert subscription._ctl == OPENED | WAITING | ALERT
+    return subscriber, subscription, space, woken
+
+
+@pytest.mark.parametrize(
+    ("timeout", "expected"),
+    [(None, [0, 0, 0, 1, 1, 1, 1, 1]), (0.5, [1] * 8)],
+    ids=["submit", "offer_with_timeout"],
+)
+def test_a_producer_waiting_without_a_timeout_is_woken_once_the_buffer_is_half_empty(
+    core: Core, timeout: float | None, expected: list[int]
+) -> None:
+    # Waking a producer that waits without a timeout for every freed slot
+    # costs a sleep and a wake-up per item: it is woken once the buffer is
+    # down to half the capacity, and then refills many slots at once. A wait
+    # with a timeout is woken by the first freed slot.
+    subscriber, subscription, space, woken = waiting_on_a_full_buffer(core, timeout)
+    subscriber.request(8)
+    assert subscriber.items == list(range(8))
+    assert woken == expected and space.notified == 1
+    assert subscription._ctl == OPENED
+
+
+def test_a_producer_waiting_without_a_timeout_is_woken_when_the_batch_ends_above_half(core: Core) -> None:
+    # The consumer stops popping with the buffer above half full (the demand
+    # is used up): the end of the batch wakes the producer, which would
+    # otherwise wait with free slots until more demand comes.
+    subscriber, subscription, space, woken = waiting_on_a_full_buffer(core, None)
+    subscriber.request(2)
+    assert subscriber.items == [0, 1] and woken == [0, 0]
+    assert space.notified == 1
+    assert subscription._ctl == OPENED | ALERT  # a hint: the next pop clears it
+    subscriber.request(1)
+    assert woken == [0, 0, 1] and space.notified == 1
+    assert subscription._ctl == OPENED
+
+
+class StartingSpace(threading.Condition):
+    """The publisher's space condition whose ``wait`` records its timeout and returns at once.
+
+    With ``start`` given, the wait first runs it: the executor starting the
+    pending task while the producer waits.
+    """
+
+    def __init__(self, start: Any = None) -> None:
+        super().__init__(threading.RLock())
+        self.start = start
+        self.timeouts: list[float | None] = []
+
+    def wait(self, timeout: float | None = None) -> bool:
+        self.timeouts.append(timeout)
+        if self.start is not None:
+            self.start()
+        return False
+
+
+def pending_on_a_full_buffer(core: Core, space: StartingSpace, executor: ManualExecutor) -> tuple[Recorder, Any]:
+    """A subscription of capacity 2 on ``executor``: full, with demand, its task pending (never started)."""
+    recorder = Recorder(initial=10)
+    subscription = core.BufferedSubscription(recorder, executor.execute, 2, None, space)
+    subscription.signal_subscribe()
+    executor.run_all()  # on_subscribe and the request
+    assert subscription.offer(1) == 1 and subscription.offer(2) == 2
+    assert subscription._ctl == RUNNING | PENDING | QUEUED | OPENED and len(executor.tasks) == 1
+    return recorder, subscription
+
+
+def test_a_producer_runs_a_pending_task_the_executor_has_not_started_at_once_with_the_gil_else_after_claim_delay(
+    core: Core,
+) -> None:
+    # The JDK's helpAsyncBlocker: a producer blocked on a full buffer runs
+    # the consumer task that the executor has not started. With the GIL it
+    # does so at once; without, it first leaves the executor CLAIM_DELAY
+    # seconds to start it on another core (the same for both cores).
+    executor = ManualExecutor()
+    space = StartingSpace()
+    recorder, subscription = pending_on_a_full_buffer(core, space, executor)
+    me = threading.get_ident()
+    seen: list[int] = []
+    recorder.on_next_hook = lambda item: seen.append(threading.get_ident())
+    with space:
+        assert subscription.wait_for_space(None) is True
+    assert recorder.items == [1, 2] and seen == [me, me]
+    assert space.timeouts == ([_buffered.CLAIM_DELAY] if _buffered.CLAIM_DELAY else [])
+    executor.run_all()  # the stale task finds nothing to do
+    assert recorder.items == [1, 2]
+
+
+@pytest.mark.skipif(not _buffered.CLAIM_DELAY, reason="with the GIL a producer runs a pending task at once")
+@pytest.mark.parametrize("timeout", [None, 0.5, 0.0002])
+def test_without_the_gil_a_task_the_executor_starts_within_claim_delay_is_left_to_it(
+    core: Core, timeout: float | None
+) -> None:
+    executor = ManualExecutor()
+    started: list[int] = []
+
+    def start() -> None:
+        started.append(threading.get_ident())
+        executor.run_all()
+
+    space = StartingSpace(start)
+    recorder, subscription = pending_on_a_full_buffer(core, space, executor)
+    with space:
+        subscription.wait_for_space(timeout)
+    # The wait is the shorter of the two; the executor's run delivered both items, the producer ran nothing more.
+    assert space.timeouts == [min(_buffered.CLAIM_DELAY, timeout if timeout is not None else 1.0)]
+    assert recorder.items == [1, 2] and started == [threading.get_ident()] and not executor.tasks
+
+
 class OwnedLock:
     """A lock that knows which thread holds it."""
 
