@@ -303,6 +303,15 @@ def test_stream_publisher_failure_of_the_query_is_signalled_after_the_committed_
     assert _ids(recorder) == [0]
 
 
+def _fail_the_query(bridge: _Bridge, failure: BaseException) -> None:
+    """Fail the query; return once the bridge has handed the failure to its publisher and ended."""
+    bridge.query.fail(failure)
+    pump = bridge.bridge._pump_thread
+    assert pump is not None
+    pump.join(30)
+    assert not pump.is_alive()
+
+
 def test_stream_publisher_failure_waits_for_a_subscriber_still_taking_the_committed_rows(bridge: _Bridge) -> None:
     gate = Gate()
     recorder = Recorder(initial=10, on_next_hook=gate)
@@ -310,11 +319,7 @@ def test_stream_publisher_failure_waits_for_a_subscriber_still_taking_the_commit
     bridge.writer.commit([bridge.write(_Task(0, 1, 0), [_batch(0, 5)])], 0)
     assert gate.entered.wait(30)  # row 0 is being delivered, rows 1-4 wait in the subscriber's buffer
     failure = RuntimeError("executor lost")
-    bridge.query.fail(failure)
-    pump = bridge.bridge._pump_thread
-    assert pump is not None
-    pump.join(30)  # the bridge has handed the failure over and ended
-    assert not pump.is_alive()
+    _fail_the_query(bridge, failure)
     gate.open()
     assert recorder.done.wait(30) and recorder.error is failure
     assert _ids(recorder) == [0, 1, 2, 3, 4] and recorder.violations == []
@@ -359,11 +364,7 @@ def test_stream_publisher_failure_waits_for_a_request_whose_task_is_not_handed_o
         thread.start()
         assert handed_over.wait(30)  # the demand is raised; its task is not with the executor yet
         failure = RuntimeError("executor lost")
-        made.query.fail(failure)
-        pump = made.bridge._pump_thread
-        assert pump is not None
-        pump.join(30)  # the bridge has handed the failure to the publisher
-        assert not pump.is_alive()
+        _fail_the_query(made, failure)
         release.set()
         thread.join(30)
         assert recorder.done.wait(30) and recorder.error is failure
