@@ -148,7 +148,10 @@ ALERTED: Final[tuple[bool, ...]] = tuple(bool(ctl & ALERT) for ctl in range(WAIT
 FREE_THREADED: Final = bool(sysconfig.get_config_var("Py_GIL_DISABLED"))
 """Whether this interpreter is a free-threaded build, where the GIL may be off (see above)."""
 
-CLAIM_DELAY: Final = 0.0 if getattr(sys, "_is_gil_enabled", lambda: True)() else 0.001
+GIL_ON: Final[bool] = getattr(sys, "_is_gil_enabled", lambda: True)()
+"""Whether the GIL was on when flowpy was imported (always, on a regular build); the cores' tuning follows it."""
+
+CLAIM_DELAY: Final = 0.0 if GIL_ON else 0.001
 """Seconds a producer blocked on a full buffer leaves a pending task to the executor before it runs it itself.
 
 0 while the GIL is on (as this module is imported): running the task at once

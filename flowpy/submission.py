@@ -27,7 +27,6 @@ that ``submit`` raises :class:`~flowpy.errors.ClosedPublisherError`.
 
 from __future__ import annotations
 
-import sys
 import threading
 import warnings
 from collections.abc import Callable, Iterable
@@ -41,7 +40,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, ClassVar, Final, Generic, TypeVar, cast
 
 from flowpy import _impl
-from flowpy._buffered import FREE_THREADED, NOT_RUNNING, Handler
+from flowpy._buffered import FREE_THREADED, GIL_ON, NOT_RUNNING, Handler
 from flowpy._buffered import BufferedSubscription as _PyBufferedSubscription
 from flowpy._checks import (
     check_timeout,
@@ -105,7 +104,7 @@ DropHandler = Callable[[Subscriber[T], T], bool]
 # by side (TWINS), so one program can run on each.
 
 
-_CONTENDED_YIELDS: Final = 16 if getattr(sys, "_is_gil_enabled", lambda: True)() else 0
+_CONTENDED_YIELDS: Final = 16 if GIL_ON else 0
 """How often a producer yields the GIL for a held producer lock before it blocks on it.
 
 Zero where the GIL was off when flowpy was imported: the convoy these yields
