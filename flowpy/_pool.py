@@ -125,10 +125,9 @@ class DaemonThreadPool(FuturesExecutor):
         # execute() calls no Python code of threading (a Semaphore's or a
         # Condition's __enter__) unless it starts a thread: a KeyboardInterrupt
         # raised in there, on the thread that submits, would leave that lock
-        # held, and every later execute() would block on it. No section of
-        # it has a loop: CPython leaves a loop's backward jump, where an
-        # interrupt is raised, out of the with statement's handler, so one
-        # raised there would leave the lock held.
+        # held, and every later execute() would block on it. Nor does any
+        # section of it have a loop whose backward jump CPython 3.12+ leaves
+        # outside the with's handler (tests/test_submission_interrupts.py).
         # Held while a task is queued, so that no task lands behind the
         # shutdown sentinel, where no worker would ever take it.
         self._lock = threading.Lock()
@@ -204,17 +203,16 @@ class DaemonThreadPool(FuturesExecutor):
     def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
         """Refuse new tasks; let the threads finish what is queued, then exit."""
         with self._lock:
-            self._shutdown = True  # from here on execute() queues nothing
+            self._shutdown = True
             threads = list(self._threads)
-        cancelled = 0
-        while cancel_futures:  # not under self._lock: see _start_empty
-            try:
-                task = self._tasks.get_nowait()
-            except queue.Empty:
-                break
-            cancelled += task is not None
-        with self._lock:
-            self._task_done_locked(cancelled)
+            if cancel_futures:
+                while True:
+                    try:
+                        cancelled = self._tasks.get_nowait()
+                    except queue.Empty:
+                        break
+                    if cancelled is not None:
+                        self._task_done_locked()
             self._tasks.put(None)
         if wait:
             for thread in threads:
@@ -254,9 +252,9 @@ class DaemonThreadPool(FuturesExecutor):
                 self._task_done_locked()
                 self._idle_workers += 1
 
-    def _task_done_locked(self, done: int = 1) -> None:
+    def _task_done_locked(self) -> None:
         # Caller holds self._lock.
-        self._unfinished -= done
+        self._unfinished -= 1
         if not self._unfinished:
             self._all_done.notify_all()
 

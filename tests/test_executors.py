@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import ast
 import contextlib
 import inspect
 import math
@@ -293,26 +292,6 @@ def test_a_keyboard_interrupt_inside_execute_leaves_the_pool_usable() -> None:
         [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=100, check=False
     )
     assert result.returncode == 0, result.stderr[-3000:]
-
-
-def test_no_section_of_the_pools_lock_has_a_loop() -> None:
-    # CPython leaves a loop's backward jump out of the handler of the `with`
-    # around it (3.11 by its exception table, as 3.12 and later); an
-    # asynchronous interrupt raised at that jump, where the evaluation loop
-    # checks for one, skips __exit__ and leaves the lock held, and every
-    # later execute() blocks (benchmarks/stress.py --kind interrupt found
-    # one with the GIL off). No trace function models that point
-    # faithfully, so the rule is checked on the source.
-    tree = ast.parse(Path(inspect.getfile(DaemonThreadPool)).read_text())
-    loops = (ast.For, ast.While, ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
-    sections = [
-        node
-        for node in ast.walk(tree)
-        if isinstance(node, ast.With) and any(ast.unparse(item.context_expr) == "self._lock" for item in node.items)
-    ]
-    assert len(sections) >= 4
-    looping = [node.lineno for node in sections for inner in ast.walk(node) if isinstance(inner, loops)]
-    assert looping == []
 
 
 def test_shutdown_cancelling_futures_drops_the_queued_tasks_and_lets_the_running_one_finish() -> None:
