@@ -68,6 +68,13 @@ class _VirtualTask:
         return f"<TestScheduler task {'cancelled' if self._cancelled else self._fn!r}>"
 
 
+def _pending_only(heap: list[tuple[int, int, _VirtualTask]]) -> list[tuple[int, int, _VirtualTask]]:
+    """A heap of the entries of ``heap`` still pending, without the cancelled ones."""
+    pending = [entry for entry in heap if entry[2]._in_heap]
+    heapq.heapify(pending)
+    return pending
+
+
 class TestScheduler:
     """A :class:`~flowpy.schedulers.Scheduler` in virtual time, advanced by the test.
 
@@ -214,25 +221,34 @@ class TestScheduler:
                 self._pending -= 1
                 self._cancelled += 1
                 if 2 * self._cancelled > len(self._heap):  # drop them, so cancelled actions cost no memory
-                    self._heap = [entry for entry in self._heap if entry[2]._in_heap]
-                    heapq.heapify(self._heap)
+                    self._heap = _pending_only(self._heap)
                     self._cancelled = 0
+
+    def _pop_due_locked(self, target: int) -> _VirtualTask | None:
+        # Caller holds self._lock. Removes and returns the next action due by
+        # target, its clock there; None, the clock at target, when there is none.
+        # A method of its own: a loop in a lock's with block could lose the lock
+        # to a Ctrl-C on CPython 3.12+ (docs/internals.md, "Loops and locks").
+        heap = self._heap
+        while heap and not heap[0][2]._in_heap:
+            heapq.heappop(heap)
+            self._cancelled -= 1
+        if not heap or heap[0][0] > target:
+            self._now = target
+            return None
+        due, _, task = heapq.heappop(heap)
+        task._in_heap = False
+        self._now = due
+        self._pending -= 1
+        return task
 
     def _run_until(self, target: int) -> None:
         # Caller holds self._advancing.
         while True:
             with self._lock:
-                heap = self._heap
-                while heap and not heap[0][2]._in_heap:
-                    heapq.heappop(heap)
-                    self._cancelled -= 1
-                if not heap or heap[0][0] > target:
-                    self._now = target
+                task = self._pop_due_locked(target)
+                if task is None:
                     return
-                due, _, task = heapq.heappop(heap)
-                task._in_heap = False
-                self._now = due
-                self._pending -= 1
                 fn = task._fn
                 assert fn is not None  # not cancelled
                 task._count += 1

@@ -19,11 +19,8 @@ Every test runs once per core: it asks for the ``core`` fixture
 
 from __future__ import annotations
 
-import ast
 import contextlib
 import dataclasses
-import dis
-import importlib
 import inspect
 import threading
 from collections.abc import Callable
@@ -332,57 +329,3 @@ def test_interrupt_after_the_wait_for_space_released_the_lock_still_hands_the_tu
     executor.run_all()
     assert stalled.items == [1, 3]
     assert stalled.completed and not stalled.violations
-
-
-def _unhandled_back_jumps(module: Any) -> list[str]:
-    """Backward jumps of ``module``'s functions inside one of their ``with ...lock...:`` blocks that no handler covers.
-
-    CPython 3.12 and later leave the backward jump of some loops (a
-    ``while``, a loop that breaks or returns under an ``if``, a filtered
-    list comprehension, which 3.12 inlines) out of the exception handler of
-    the ``with`` around them. The evaluation loop raises a pending
-    ``KeyboardInterrupt`` at that jump; the ``with`` then does not run
-    ``__exit__``, and the lock stays held.
-    """
-    source = inspect.getsource(module)
-    tree = ast.parse(source)
-    spans: dict[tuple[str, int], list[tuple[int, int]]] = {}
-
-    for function in ast.walk(tree):
-        if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            continue
-        first = min([function.lineno, *(d.lineno for d in function.decorator_list)])
-        blocks = spans.setdefault((function.name, first), [])
-        stack: list[ast.AST] = list(function.body)
-        while stack:  # this function's own statements: a nested function, lambda or class is a frame of its own
-            node = stack.pop()
-            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
-                continue
-            if isinstance(node, ast.With) and any("lock" in ast.unparse(i.context_expr) for i in node.items):
-                blocks.append((node.lineno, node.end_lineno or node.lineno))
-            stack.extend(ast.iter_child_nodes(node))
-    found: list[str] = []
-    codes = [compile(source, inspect.getsourcefile(module) or "?", "exec")]
-    while codes:
-        code = codes.pop()
-        codes.extend(c for c in code.co_consts if isinstance(c, type(code)))
-        blocks = spans.get((code.co_name, code.co_firstlineno), [])
-        if not blocks:
-            continue
-        listing = dis.Bytecode(code)
-        for instruction in listing:
-            line = instruction.positions.lineno if instruction.positions else None
-            if "JUMP_BACKWARD" not in instruction.opname or "NO_INTERRUPT" in instruction.opname or line is None:
-                continue
-            inside = any(start < line <= end for start, end in blocks)
-            covered = any(e.start <= instruction.offset < e.end for e in listing.exception_entries)
-            if inside and not covered:
-                found.append(f"{code.co_name}:{line}")
-    return found
-
-
-@pytest.mark.parametrize("name", ["flowpy.submission", "flowpy._buffered", "flowpy._pool"])
-def test_no_section_of_a_core_lock_has_a_loop_an_interrupt_could_leave_it_held_in(name: str) -> None:
-    # The check is on this interpreter's own bytecode: on 3.11 every jump is
-    # covered; the free-threaded job (3.13t) is where such a loop shows.
-    assert _unhandled_back_jumps(importlib.import_module(name)) == []

@@ -113,9 +113,9 @@ class _Race(Subscription):
             if self._cancelled or (self._winner is not None and self._winner is not contender):
                 return False
             self._winner = contender
-            losers = [other.subscription for other in self.contenders if other is not contender]
-        for subscription in losers:
-            if subscription is not None:
+            subscriptions = [other.subscription for other in self.contenders]
+        for other, subscription in zip(self.contenders, subscriptions, strict=True):
+            if other is not contender and subscription is not None:
                 call_subscription(subscription, None)
         return True
 

@@ -199,6 +199,36 @@ def _factory(source: str) -> Factory:
     return namespace["make"]  # type: ignore[no-any-return]
 
 
+# The two walks of the demand functions below run under FusedSubscriber._lock,
+# each in a frame of its own: a loop in a lock's with block could lose the lock
+# to a Ctrl-C on CPython 3.12+ (docs/internals.md, "Loops and locks").
+
+
+def _pass_up(adjusters: tuple[Demand | None, ...], n: int) -> int | None:
+    """``n`` as the first step asks it of the upstream, through every step's demand function.
+
+    ``None`` when a step asks for nothing more.
+    """
+    for adjust in reversed(adjusters):
+        if adjust is not None:
+            n = adjust(n)
+            if not n:
+                return None
+    return n
+
+
+def _carry_up(adjusters: tuple[Demand | None, ...], counts: dict[int, int]) -> int:
+    """The upstream request that replaces ``counts[i]`` items dropped by step ``i``, through the steps above it."""
+    carry = 0
+    for index in range(len(adjusters) - 1, -1, -1):
+        carry += counts.get(index, 0)
+        if carry and index:
+            adjust = adjusters[index - 1]
+            if adjust is not None:
+                carry = adjust(carry)
+    return carry
+
+
 class FusedPublisher(Publisher[T_co]):
     """A publisher that applies a chain of steps to a source, in one subscriber."""
 
@@ -351,18 +381,10 @@ class FusedSubscriber(Relay, Generic[T_co]):
 
     def _replenish(self, dropped: tuple[tuple[int, int], ...]) -> None:
         """Ask again, in one request, for the dropped items, through the demand functions above each filter."""
-        counts = dict(dropped)
-        adjusters = self._adjusters
         with self._lock:
             if self.done:
                 return
-            carry = 0
-            for index in range(len(adjusters) - 1, -1, -1):
-                carry += counts.get(index, 0)
-                if carry and index:
-                    adjust = adjusters[index - 1]
-                    if adjust is not None:
-                        carry = adjust(carry)
+            carry = _carry_up(self._adjusters, dict(dropped))
             if not carry:  # a take above the filters has asked for all it needs
                 return
             self.requested = add_demand(self.requested, carry)
@@ -381,10 +403,8 @@ class FusedSubscriber(Relay, Generic[T_co]):
         if upstream is None:
             return
         with self._lock:
-            for adjust in reversed(self._adjusters):
-                if adjust is not None:
-                    n = adjust(n)
-                    if not n:
-                        return
-            self.requested = add_demand(self.requested, n)
-        upstream.request(n)
+            passed = _pass_up(self._adjusters, n)
+            if passed is None:
+                return
+            self.requested = add_demand(self.requested, passed)
+        upstream.request(passed)

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import os
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Generic, TypeVar
 
 from flowpy._checks import require_positive_int, require_publisher, require_subscriber
@@ -249,6 +249,12 @@ class _Dealer(DemandDrain):
         self._live -= 1
         return True
 
+    def _retire_each(self, rails: Iterable[_Rail]) -> list[_Rail]:
+        # Caller holds self._lock. Returns the rails that were live. A loop in
+        # a lock's with block could lose the lock to a Ctrl-C on CPython 3.12+
+        # (docs/internals.md, "Loops and locks"): this one has a frame of its own.
+        return [rail for rail in rails if self._retire(rail)]
+
     # --- DemandDrain ------------------------------------------------------------
 
     def _has_work(self) -> bool:
@@ -321,7 +327,7 @@ class _Dealer(DemandDrain):
         """Signal their rule 3.9 error to the rails that made an invalid request."""
         with self._lock:
             self._rail_failures = False
-            failed = [rail for rail in self.rails if rail.error is not None and self._retire(rail)]
+            failed = self._retire_each(rail for rail in self.rails if rail.error is not None)
             last = self._live == 0
         for rail in failed:
             signal_terminal(rail.subscriber, rail.error)
@@ -335,7 +341,7 @@ class _Dealer(DemandDrain):
         self.cancelled = True
         self.upstream.cancel()
         with self._lock:
-            live = [rail for rail in self.rails if self._retire(rail)]
+            live = self._retire_each(self.rails)
         fatal: BaseException | None = None
         for rail in live:
             try:

@@ -114,6 +114,9 @@ class _QueryBridge:
         # Notified when the backlog shrinks or grows, staging shrinks, the query ends or the bridge stops.
         self._changed = threading.Condition(self._lock)
         # --- Guarded by self._lock ----------------------------------------
+        # Its with blocks wait with wait_for and loop only in methods they call:
+        # a loop in the block itself could lose the lock to a Ctrl-C on CPython
+        # 3.12+ (docs/internals.md, "Loops and locks").
         self._staged: dict[int, _Staged] = {}  # by task attempt id
         self._staged_units = 0
         # Committed record batches, in order, not yet submitted; each with whether it ends its micro-batch.
@@ -181,8 +184,7 @@ class _QueryBridge:
             send_json(connection, {"ok": True})
             while True:
                 with self._changed:
-                    while self._stopping is None and not self._query_over and self._full():
-                        self._changed.wait()
+                    self._changed.wait_for(lambda: self._stopping is not None or self._query_over or not self._full())
                     refusal = self._stopping or ("its query has ended" if self._query_over else None)
                 if refusal is not None:
                     reply_error(connection, f"{self._name} takes no more rows: {refusal}")
@@ -227,39 +229,52 @@ class _QueryBridge:
                 return {"error": f"{self._name} cannot commit batch {batch_id}: {self._stopping}"}
             delivered = batch_id <= self._committed_through
             if not delivered:
-                entries = [self._staged.get(task) for task in tasks]
-                missing = [t for t, entry in zip(tasks, entries, strict=True) if entry is None or not entry.complete]
+                missing = self._commit_locked(batch_id, tasks)
                 if missing:
                     return {
                         "error": f"{self._name} cannot commit batch {batch_id}: the rows of task attempts "
                         f"{missing} did not all arrive"
                     }
-                batches: list[pa.RecordBatch] = []
-                for entry in sorted((e for e in entries if e is not None), key=lambda e: e.partition):
-                    batches.extend(entry.batches)
-                    self._backlog_units += entry.units
-                    self._staged_units -= entry.units
-                for task in tasks:
-                    del self._staged[task]
-                if batches:
-                    self._backlog.extend((batch, False) for batch in batches[:-1])
-                    self._backlog.append((batches[-1], True))
-                else:
-                    self.batches_delivered += 1
-                self._committed_through = batch_id
                 self._changed.notify_all()
         # Attempts that failed or lost a race, and a batch delivered before: none is delivered.
         self._drop(lambda entry: entry.batch <= batch_id)
         return {"ok": True, "duplicate": delivered}
 
+    def _commit_locked(self, batch_id: int, tasks: list[int]) -> list[int]:
+        # Caller holds self._lock. Moves the staged rows of `tasks` to the backlog,
+        # as batch `batch_id`; or, when some have not all arrived, changes nothing
+        # and returns those tasks.
+        entries = [self._staged.get(task) for task in tasks]
+        missing = [t for t, entry in zip(tasks, entries, strict=True) if entry is None or not entry.complete]
+        if missing:
+            return missing
+        batches: list[pa.RecordBatch] = []
+        for entry in sorted((e for e in entries if e is not None), key=lambda e: e.partition):
+            batches.extend(entry.batches)
+            self._backlog_units += entry.units
+            self._staged_units -= entry.units
+        for task in tasks:
+            del self._staged[task]
+        if batches:
+            self._backlog.extend((batch, False) for batch in batches[:-1])
+            self._backlog.append((batches[-1], True))
+        else:
+            self.batches_delivered += 1
+        self._committed_through = batch_id
+        return []
+
     def _drop(self, which: Any) -> None:
         """Drop the staged attempts for which ``which(entry)`` is true."""
         with self._changed:
-            for task, entry in list(self._staged.items()):
-                if which(entry):
-                    del self._staged[task]
-                    self._staged_units -= entry.units
+            self._drop_locked(which)
             self._changed.notify_all()
+
+    def _drop_locked(self, which: Any) -> None:
+        # Caller holds self._lock.
+        for task, entry in list(self._staged.items()):
+            if which(entry):
+                del self._staged[task]
+                self._staged_units -= entry.units
 
     # -- Delivery and the end ----------------------------------------------------------------
 
@@ -268,8 +283,7 @@ class _QueryBridge:
         try:
             while True:
                 with self._changed:
-                    while not self._backlog and not self._query_over and self._stopping is None:
-                        self._changed.wait()
+                    self._changed.wait_for(lambda: self._backlog or self._query_over or self._stopping is not None)
                     if self._stopping is not None or not self._backlog:
                         break
                     batch, ends_batch = self._backlog[0]
@@ -298,8 +312,7 @@ class _QueryBridge:
             except Exception:
                 _log.exception("%s: stopping the query failed", self._name)
         with self._changed:
-            while not self._query_over:
-                self._changed.wait()
+            self._changed.wait_for(lambda: self._query_over)
             error = self._query_error
         if error is None:
             publisher.close()

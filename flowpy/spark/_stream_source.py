@@ -5,7 +5,6 @@ from __future__ import annotations
 import bisect
 import socket
 import threading
-import time
 import weakref
 from typing import TYPE_CHECKING, Any, Final, Literal
 
@@ -224,21 +223,23 @@ class _SourceStream(Subscriber[Any]):
         limit = min(max_rows or self._max_rows, self._max_rows)
         with self._changed:
             self._target = limit
-            deadline = time.monotonic() + (AVAILABLE_NOW_TICK if self._available_now else IDLE_WAIT)
-            while self._received <= first:
+            # wait_for, not a loop here: a loop in this with block could lose the lock
+            # to a Ctrl-C on CPython 3.12+ (docs/internals.md, "Loops and locks").
+            self._changed.wait_for(
+                lambda: self._received > first or self._terminal is not False or self._ended,
+                AVAILABLE_NOW_TICK if self._available_now else IDLE_WAIT,
+            )
+            if self._received <= first:
                 if isinstance(self._terminal, BaseException):
                     error = self._terminal
                     return {
                         "error": f"the publisher of flowpy stream_source {self.stream} failed: "
                         f"{type(error).__name__}: {error}"
                     }
-                remaining = deadline - time.monotonic()
-                if self._terminal is True or self._ended or remaining <= 0:
-                    if self._available_now and self._terminal is False and not self._ended:
-                        self._ticks += 1  # a new offset with no rows: an empty micro-batch
-                        return {"offset": {"stream": self.stream, "row": first, "tick": self._ticks}}
-                    return {"offset": start}
-                self._changed.wait(remaining)
+                if self._available_now and self._terminal is False and not self._ended:
+                    self._ticks += 1  # a new offset with no rows: an empty micro-batch
+                    return {"offset": {"stream": self.stream, "row": first, "tick": self._ticks}}
+                return {"offset": start}
             end = self._received if everything else min(self._received, first + limit)
             self._planned = max(self._planned, end)
         self._demand.signal()

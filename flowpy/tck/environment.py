@@ -301,12 +301,20 @@ class TestEnvironment:
         deadline = time.monotonic() + check_timeout(total_timeout_millis, "total_timeout_millis", millis=True)
         poll = max(check_timeout(poll_millis, "poll_millis", millis=True), 0.001)
         with self._errors_changed:
-            while not self._errors:
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    return None
-                self._errors_changed.wait(min(remaining, poll))
+            if not self._await_error_locked(deadline, poll):
+                return None
             return self._errors.pop(0)[0]
+
+    def _await_error_locked(self, deadline: float, poll: float) -> bool:
+        # Caller holds self._errors_changed. Returns whether an error is recorded
+        # by the deadline. A method of its own: a loop in a lock's with block could
+        # lose the lock to a Ctrl-C on CPython 3.12+ (docs/internals.md, "Loops and locks").
+        while not self._errors:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return False
+            self._errors_changed.wait(min(remaining, poll))
+        return True
 
     def debug(self, message: str) -> None:
         """Print ``[TCK-DEBUG] message`` when debugging is on."""
