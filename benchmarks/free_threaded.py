@@ -2,6 +2,7 @@
 
     python benchmarks/free_threaded.py [--python PATH] [--baseline-python PATH]
                                        [--items N] [--repetitions R] [--work-us US]
+                                       [--capacity C]
 
 Every case runs in a process of its own, so that the GIL can be switched per run
 (``PYTHON_GIL=0`` or ``1``) and the core per run (``FLOWPY_NO_EXTENSIONS=1`` for the
@@ -9,7 +10,8 @@ pure-Python one, so the compiled module is not even loaded), each run publishing
 through its core's SubmissionPublisher class (``flowpy.submission.TWINS``); the
 rounds are interleaved: each round runs every case once.
 
-The cases (capacity 256, the default executor):
+The cases (each subscriber's buffer ``--capacity``, 256 by default; the
+default executor):
 
 - ``1 -> 2 work``: one producer thread, two subscribers each spending about
   ``--work-us`` microseconds (default 2) of pure-Python arithmetic per item;
@@ -37,7 +39,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-CAPACITY = 256
+CAPACITY = 256  # the default; the targets are set for it
 MAX = 2**63 - 1
 MIN_CORES = 1.6
 WORK_CASES = ("1 -> 2 work", "2 -> 2 work")
@@ -62,7 +64,7 @@ def _busy(count: int) -> int:
     return total
 
 
-def _child(case: str, core: str, items: int, work_us: float) -> dict[str, float]:
+def _child(case: str, core: str, items: int, work_us: float, capacity: int) -> dict[str, float]:
     """Run one case on ``core`` in this process and return its figures."""
     sys.path.insert(0, str(ROOT))
     from flowpy import _impl
@@ -96,7 +98,7 @@ def _child(case: str, core: str, items: int, work_us: float) -> dict[str, float]
             self.done.set()
 
     per_producer = items // producers
-    publisher: SubmissionPublisher[int] = TWINS[core](max_buffer_capacity=CAPACITY)
+    publisher: SubmissionPublisher[int] = TWINS[core](max_buffer_capacity=capacity)
     workers = [Worker(per_producer * producers) for _ in range(subscribers)]
     for worker in workers:
         publisher.subscribe(worker)
@@ -130,7 +132,9 @@ def _child(case: str, core: str, items: int, work_us: float) -> dict[str, float]
     }
 
 
-def _run(python: str, case: str, items: int, work_us: float, *, gil: str | None, core: str) -> dict[str, float]:
+def _run(
+    python: str, case: str, items: int, work_us: float, capacity: int, *, gil: str | None, core: str
+) -> dict[str, float]:
     env = dict(os.environ)
     env.pop("PYTHON_GIL", None)
     if gil is not None:
@@ -140,7 +144,20 @@ def _run(python: str, case: str, items: int, work_us: float, *, gil: str | None,
     else:
         env.pop("FLOWPY_NO_EXTENSIONS", None)
     out = subprocess.run(
-        [python, __file__, "--child", case, "--child-core", core, "--items", str(items), "--work-us", str(work_us)],
+        [
+            python,
+            __file__,
+            "--child",
+            case,
+            "--child-core",
+            core,
+            "--items",
+            str(items),
+            "--work-us",
+            str(work_us),
+            "--capacity",
+            str(capacity),
+        ],
         env=env,
         check=True,
         capture_output=True,
@@ -167,12 +184,13 @@ def main() -> None:
     parser.add_argument("--items", type=int, default=200_000)
     parser.add_argument("--repetitions", type=int, default=5)
     parser.add_argument("--work-us", type=float, default=2.0)
+    parser.add_argument("--capacity", type=int, default=CAPACITY, help="each subscriber's buffer (default 256)")
     parser.add_argument("--cores", default="c,python", help="the cores to run, comma-separated")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--child-core", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        print(json.dumps(_child(args.child, args.child_core, args.items, args.work_us)))
+        print(json.dumps(_child(args.child, args.child_core, args.items, args.work_us, args.capacity)))
         return
 
     python = args.python or _free_threaded_python()
@@ -188,9 +206,10 @@ def main() -> None:
     for round_ in range(args.repetitions):
         for case, core, gil in plan:
             if gil == "baseline":
-                figures = _run(baseline, case, args.items, args.work_us, gil=None, core=core)
+                figures = _run(baseline, case, args.items, args.work_us, args.capacity, gil=None, core=core)
             else:
-                figures = _run(python, case, args.items, args.work_us, gil=gil.removeprefix("ft-"), core=core)
+                setting = gil.removeprefix("ft-")
+                figures = _run(python, case, args.items, args.work_us, args.capacity, gil=setting, core=core)
             runs.setdefault((case, core, gil), []).append(figures)
             starved = gil == "0" and case in WORK_CASES and figures["cores"] < MIN_CORES
             print(
@@ -205,7 +224,7 @@ def main() -> None:
         counted = [f["rate"] for f in figures if not (gil == "0" and case in WORK_CASES and f["cores"] < MIN_CORES)]
         return statistics.median(counted) if counted else float("nan")
 
-    print(f"\nmedians of {args.repetitions}, {args.items:,} items, capacity {CAPACITY}, work {args.work_us} us")
+    print(f"\nmedians of {args.repetitions}, {args.items:,} items, capacity {args.capacity}, work {args.work_us} us")
     print(f"{'case':<14} {'core':<7} {'GIL off':>14} {'GIL on':>14} {'off / on':>9} {'counted':>8}")
     for case in WORK_CASES:
         for core in cores:
