@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 from pathlib import Path
 
 import pytest
@@ -47,3 +48,18 @@ def test_no_with_block_has_a_loop_an_interrupt_could_leave_without_its_exit(path
     # On 3.11 every such jump is covered; the free-threaded job (3.13t) is where
     # such a loop shows.
     assert unhandled_back_jumps(str(path)) == []
+
+
+def test_no_class_is_made_at_run_time() -> None:
+    # CPython 3.13t makes classes immortal once a thread has started: one made
+    # per call (a class statement in a function) is never freed, nor what its
+    # methods keep, such as a subscriber (docs/internals.md).
+    nested = [
+        f"{path.relative_to(Path(flowpy.__file__).parent)}:{node.lineno} {node.name} in {function.name}()"
+        for path in SOURCES
+        for function in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        if isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef))
+        for node in ast.walk(function)
+        if isinstance(node, ast.ClassDef)
+    ]
+    assert nested == []

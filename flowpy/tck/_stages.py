@@ -13,11 +13,13 @@ from typing import Any, Generic, TypeVar
 from flowpy import flow
 from flowpy.tck.environment import TestEnvironment, TestException
 from flowpy.tck.manual_publisher import ManualPublisher
+from flowpy.tck.signals import Latch
 from flowpy.tck.subscribers import ManualSubscriberWithSubscriptionSupport
 
 __all__ = [
     "NO_OP_SUBSCRIPTION",
     "ElementStage",
+    "SecondSubscription",
     "TerminalSignalScope",
     "forbidden_call_subscription",
     "null_signal_check",
@@ -80,22 +82,62 @@ class TerminalSignalScope:
         self._local.active = False
 
 
+# The subscriptions below are classes of the module's, not made per test:
+# CPython 3.13t never frees a class made once a thread has started, nor what
+# its methods keep (docs/internals.md, "Classes made at run time").
+
+
+class _ForbiddenCallSubscription(flow.Subscription):
+    __slots__ = ("_env", "_scope")
+
+    def __init__(self, env: TestEnvironment, scope: TerminalSignalScope) -> None:
+        self._env = env
+        self._scope = scope
+
+    def request(self, n: int) -> None:
+        if self._scope.active:
+            self._env.flop(
+                f"Subscription::request MUST NOT be called from Subscriber::{self._scope.signal} (Rule 2.3)!"
+            )
+
+    def cancel(self) -> None:
+        if self._scope.active:
+            self._env.flop(f"Subscription::cancel MUST NOT be called from Subscriber::{self._scope.signal} (Rule 2.3)!")
+
+    def __repr__(self) -> str:
+        return f"Subscription(forbidden inside {self._scope.signal})"
+
+
 def forbidden_call_subscription(env: TestEnvironment, scope: TerminalSignalScope) -> flow.Subscription:
     """Return a subscription that flops when called from inside ``scope`` (rule 2.3)."""
+    return _ForbiddenCallSubscription(env, scope)
 
-    class _Subscription(flow.Subscription):
-        def request(self, n: int) -> None:
-            if scope.active:
-                env.flop(f"Subscription::request MUST NOT be called from Subscriber::{scope.signal} (Rule 2.3)!")
 
-        def cancel(self) -> None:
-            if scope.active:
-                env.flop(f"Subscription::cancel MUST NOT be called from Subscriber::{scope.signal} (Rule 2.3)!")
+class SecondSubscription(flow.Subscription):
+    """A second subscription given to a subscriber that has one: it must be cancelled (rule 2.5).
 
-        def __repr__(self) -> str:
-            return f"Subscription(forbidden inside {scope.signal})"
+    Closes ``cancelled`` when cancelled. A request on it flops when
+    ``flop_on_request`` (the blackbox test), else it is ignored.
+    """
 
-    return _Subscription()
+    __slots__ = ("_cancelled", "_env", "_flop_on_request")
+
+    def __init__(self, env: TestEnvironment, cancelled: Latch, *, flop_on_request: bool) -> None:
+        self._env = env
+        self._cancelled = cancelled
+        self._flop_on_request = flop_on_request
+
+    def request(self, n: int) -> None:
+        if self._flop_on_request:
+            self._env.flop(
+                f"Subscriber illegally called `subscription.request({n})` on a second subscription (rule 2.5)"
+            )
+
+    def cancel(self) -> None:
+        self._cancelled.close()
+
+    def __repr__(self) -> str:
+        return "SecondSubscription(should get cancelled)"
 
 
 class _NoOpSubscription(flow.Subscription):

@@ -257,6 +257,19 @@ class _ProcessorPublisherVerification(PublisherVerification[T]):
         return self._outer.publisher_reference_gc_timeout_millis()
 
 
+class _Puppet(SubscriberPuppet):
+    """Requests and cancels on the subscription it was given."""
+
+    def __init__(self, subscription: flow.Subscription) -> None:
+        self._subscription = subscription
+
+    def trigger_request(self, elements: int) -> None:
+        self._subscription.request(elements)
+
+    def signal_cancel(self) -> None:
+        self._subscription.cancel()
+
+
 class _ProbeSubscriber(ManualSubscriberWithSubscriptionSupport[T]):
     """The processor's downstream in the whitebox tests: reports every signal to the probe."""
 
@@ -269,15 +282,7 @@ class _ProbeSubscriber(ManualSubscriberWithSubscriptionSupport[T]):
             subscription.cancel()  # rule 2.5
             return
         self.subscription.complete(subscription)
-
-        class Puppet(SubscriberPuppet):
-            def trigger_request(self, elements: int) -> None:
-                subscription.request(elements)
-
-            def signal_cancel(self) -> None:
-                subscription.cancel()
-
-        self._probe.register_on_subscribe(Puppet())
+        self._probe.register_on_subscribe(_Puppet(subscription))
 
     def on_next(self, item: T) -> None:
         self._probe.register_on_next(item)

@@ -8,7 +8,7 @@ and whether it cancels.
 
 from __future__ import annotations
 
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from flowpy import flow
 from flowpy.tck.signals import Environment, Latch, Promise, Receptacle
@@ -16,6 +16,24 @@ from flowpy.tck.signals import Environment, Latch, Promise, Receptacle
 __all__ = ["ManualPublisher"]
 
 T = TypeVar("T")
+
+
+class _Subscription(flow.Subscription):
+    """The subscription a :class:`ManualPublisher` gives: it records requests and the cancel."""
+
+    __slots__ = ("_publisher",)
+
+    def __init__(self, publisher: ManualPublisher[Any]) -> None:
+        self._publisher = publisher
+
+    def request(self, n: int) -> None:
+        self._publisher.requests.add(n)
+
+    def cancel(self) -> None:
+        self._publisher.cancelled.close()
+
+    def __repr__(self) -> str:
+        return f"ManualPublisher.Subscription({self._publisher!r})"
 
 
 class ManualPublisher(flow.Publisher[T]):
@@ -33,19 +51,7 @@ class ManualPublisher(flow.Publisher[T]):
         self.requests: Receptacle[int] = Receptacle(env)
         self.cancelled = Latch(env)
         self.pending_demand = 0
-        publisher = self
-
-        class _Subscription(flow.Subscription):
-            def request(self, n: int) -> None:
-                publisher.requests.add(n)
-
-            def cancel(self) -> None:
-                publisher.cancelled.close()
-
-            def __repr__(self) -> str:
-                return f"ManualPublisher.Subscription({publisher!r})"
-
-        self._subscription = _Subscription()
+        self._subscription = _Subscription(self)
 
     def subscribe(self, subscriber: flow.Subscriber[T]) -> None:
         if not self.subscriber.is_completed:

@@ -273,37 +273,7 @@ class PublisherVerification(Verification, PublisherConfiguration[T]):
 
         def body(pub: flow.Publisher[T]) -> None:
             completed = Latch(env)
-            barrier = _ConcurrentAccessBarrier(env)
-
-            class Sequential(flow.Subscriber[T]):
-                def __init__(self) -> None:
-                    self.subscription: flow.Subscription | None = None
-                    self.received = 0
-
-                def on_subscribe(self, subscription: flow.Subscription) -> None:
-                    barrier.enter("on_subscribe")
-                    self.subscription = subscription
-                    subscription.request(1)
-                    barrier.leave("on_subscribe")
-
-                def on_next(self, item: T) -> None:
-                    barrier.enter("on_next")
-                    self.received += 1
-                    if self.received <= elements and self.subscription is not None:
-                        self.subscription.request(1)
-                    barrier.leave("on_next")
-
-                def on_error(self, error: BaseException) -> None:
-                    barrier.enter("on_error")
-                    env.flop(f"Unexpected on_error({error!r})", error)
-                    barrier.leave("on_error")
-
-                def on_complete(self) -> None:
-                    barrier.enter("on_complete")
-                    completed.close()
-                    barrier.leave("on_complete")
-
-            pub.subscribe(Sequential())
+            pub.subscribe(_Sequential(env, _ConcurrentAccessBarrier(env), completed, elements))
             completed.expect_close(f"Expected {elements} elements to be drained", elements * env.default_timeout_millis)
 
         self.stochastic_test(_STOCHASTIC_ITERATIONS, lambda _: self.active_publisher_test(elements, True, body))
@@ -313,18 +283,7 @@ class PublisherVerification(Verification, PublisherConfiguration[T]):
         env = self.env
         on_error = Latch(env)
         on_subscribe = Latch(env)
-
-        class Failing(TestSubscriber[T]):
-            def on_subscribe(self, subscription: flow.Subscription) -> None:
-                on_subscribe.assert_open("Only one on_subscribe call expected")
-                on_subscribe.close()
-
-            def on_error(self, error: BaseException) -> None:
-                on_subscribe.assert_closed("on_subscribe should be called prior to on_error always")
-                on_error.assert_open(f"Error-state Publisher {pub!r} called on_error twice on new Subscriber")
-                on_error.close()
-
-        pub.subscribe(Failing(env))
+        pub.subscribe(_Failing(env, pub, on_subscribe, on_error))
         on_subscribe.expect_close("Should have received on_subscribe")
         on_error.expect_close(f"Error-state Publisher {pub!r} did not call on_error on new Subscriber")
         if wait_for_more:
@@ -414,24 +373,8 @@ class PublisherVerification(Verification, PublisherConfiguration[T]):
         def body(pub: flow.Publisher[T]) -> None:
             on_subscribe = Latch(env)
             subscriptions: list[flow.Subscription] = []
-
-            class Checking(flow.Subscriber[T]):
-                def on_subscribe(self, subscription: flow.Subscription) -> None:
-                    subscriptions.append(subscription)
-                    on_subscribe.assert_open("Only one on_subscribe call expected")
-                    on_subscribe.close()
-
-                def on_next(self, item: T) -> None:
-                    on_subscribe.assert_closed("on_subscribe should be called prior to on_next always")
-
-                def on_error(self, error: BaseException) -> None:
-                    on_subscribe.assert_closed("on_subscribe should be called prior to on_error always")
-
-                def on_complete(self) -> None:
-                    on_subscribe.assert_closed("on_subscribe should be called prior to on_complete always")
-
             try:
-                pub.subscribe(Checking())
+                pub.subscribe(_Checking(on_subscribe, subscriptions))
                 on_subscribe.expect_close("Should have received on_subscribe")
                 env.verify_no_async_errors_no_delay()
             finally:
@@ -519,17 +462,7 @@ class PublisherVerification(Verification, PublisherConfiguration[T]):
 
     def test_required_spec302_must_allow_synchronous_request_calls_from_on_next_and_on_subscribe(self) -> None:
         def body(pub: flow.Publisher[T]) -> None:
-            class Requesting(ManualSubscriber[T]):
-                def on_subscribe(self, subscription: flow.Subscription) -> None:
-                    self.subscription.complete(subscription)
-                    subscription.request(1)
-                    subscription.request(1)
-                    subscription.request(1)
-
-                def on_next(self, item: T) -> None:
-                    self.subscription.value().request(1)
-
-            self.env.subscribe(pub, Requesting(self.env))
+            self.env.subscribe(pub, _Requesting[T](self.env))
             self.env.verify_no_async_errors()
 
         self.active_publisher_test(6, False, body)
@@ -540,38 +473,8 @@ class PublisherVerification(Verification, PublisherConfiguration[T]):
         env = self.env
 
         def body(pub: flow.Publisher[T]) -> None:
-            depth = threading.local()
             run_completed = Latch(env)
-
-            class Recursing(ManualSubscriberWithSubscriptionSupport[T]):
-                signals_received = 0
-
-                def on_next(self, item: T) -> None:
-                    # Elements are not kept: only the stack depth matters.
-                    self.signals_received += 1
-                    depth.value = getattr(depth, "value", 0) + 1
-                    if depth.value > bound:
-                        env.flop(
-                            f"Got {depth.value} on_next calls within thread {threading.current_thread().name}, "
-                            f"yet expected recursive bound was {bound} (rule 3.3)"
-                        )
-                        run_completed.close()
-                        return
-                    if self.signals_received >= limit:
-                        run_completed.close()
-                        return
-                    self.subscription.value().request(1)  # the publisher must break the recursion
-                    depth.value -= 1
-
-                def on_complete(self) -> None:
-                    super().on_complete()
-                    run_completed.close()
-
-                def on_error(self, error: BaseException) -> None:
-                    super().on_error(error)
-                    run_completed.close()
-
-            sub = Recursing(env)
+            sub = _Recursing[T](env, run_completed, bound, limit)
             try:
                 env.subscribe(pub, sub)
                 sub.request(1)  # kicks off request -> on_next -> request -> ...
@@ -717,17 +620,7 @@ class PublisherVerification(Verification, PublisherConfiguration[T]):
         env = self.env
 
         def body(pub: flow.Publisher[T]) -> None:
-            class Overflowing(BlackholeSubscriberWithSubscriptionSupport[T]):
-                calls_left = 10  # two calls already overflow; ten is safely more
-
-                def on_next(self, item: T) -> None:
-                    if self.calls_left > 0:
-                        self.calls_left -= 1
-                        self.subscription.value().request(LONG_MAX - 1)
-                    else:
-                        self.subscription.value().cancel()
-
-            sub = Overflowing(env)
+            sub = _Overflowing[T](env)
             env.subscribe(pub, sub)
             sub.request(1)  # each on_next requests 2**63 - 2 more, up to 10 times
             try:
@@ -745,3 +638,150 @@ def _assert_same_sequences(*received: list[T]) -> None:
             f"Expected elements to be signaled in the same sequence to 1st and {number}. subscribers: "
             f"{first!r} != {other!r}"
         )
+
+
+# The subscribers of single tests. Classes of the module's, not made in the
+# tests: CPython 3.13t never frees a class made once a thread has started, nor
+# what its methods keep (docs/internals.md, "Classes made at run time").
+
+
+class _Sequential(flow.Subscriber[T]):
+    """Requests one at a time up to ``elements`` and checks that no two signals overlap (rule 1.3)."""
+
+    def __init__(
+        self, env: TestEnvironment, barrier: _ConcurrentAccessBarrier, completed: Latch, elements: int
+    ) -> None:
+        self._env = env
+        self._barrier = barrier
+        self._completed = completed
+        self._elements = elements
+        self.subscription: flow.Subscription | None = None
+        self.received = 0
+
+    def on_subscribe(self, subscription: flow.Subscription) -> None:
+        self._barrier.enter("on_subscribe")
+        self.subscription = subscription
+        subscription.request(1)
+        self._barrier.leave("on_subscribe")
+
+    def on_next(self, item: T) -> None:
+        self._barrier.enter("on_next")
+        self.received += 1
+        if self.received <= self._elements and self.subscription is not None:
+            self.subscription.request(1)
+        self._barrier.leave("on_next")
+
+    def on_error(self, error: BaseException) -> None:
+        self._barrier.enter("on_error")
+        self._env.flop(f"Unexpected on_error({error!r})", error)
+        self._barrier.leave("on_error")
+
+    def on_complete(self) -> None:
+        self._barrier.enter("on_complete")
+        self._completed.close()
+        self._barrier.leave("on_complete")
+
+
+class _Failing(TestSubscriber[T]):
+    """Expects one ``on_subscribe``, then one ``on_error``, from the failed publisher ``pub``."""
+
+    def __init__(self, env: TestEnvironment, pub: flow.Publisher[T], on_subscribe: Latch, on_error: Latch) -> None:
+        super().__init__(env)
+        self._pub = pub
+        self._on_subscribe = on_subscribe
+        self._on_error = on_error
+
+    def on_subscribe(self, subscription: flow.Subscription) -> None:
+        self._on_subscribe.assert_open("Only one on_subscribe call expected")
+        self._on_subscribe.close()
+
+    def on_error(self, error: BaseException) -> None:
+        self._on_subscribe.assert_closed("on_subscribe should be called prior to on_error always")
+        self._on_error.assert_open(f"Error-state Publisher {self._pub!r} called on_error twice on new Subscriber")
+        self._on_error.close()
+
+
+class _Checking(flow.Subscriber[T]):
+    """Checks that ``on_subscribe`` comes once and first (rule 1.9); keeps the subscription for the cancel."""
+
+    def __init__(self, on_subscribe: Latch, subscriptions: list[flow.Subscription]) -> None:
+        self._on_subscribe = on_subscribe
+        self._subscriptions = subscriptions
+
+    def on_subscribe(self, subscription: flow.Subscription) -> None:
+        self._subscriptions.append(subscription)
+        self._on_subscribe.assert_open("Only one on_subscribe call expected")
+        self._on_subscribe.close()
+
+    def on_next(self, item: T) -> None:
+        self._on_subscribe.assert_closed("on_subscribe should be called prior to on_next always")
+
+    def on_error(self, error: BaseException) -> None:
+        self._on_subscribe.assert_closed("on_subscribe should be called prior to on_error always")
+
+    def on_complete(self) -> None:
+        self._on_subscribe.assert_closed("on_subscribe should be called prior to on_complete always")
+
+
+class _Requesting(ManualSubscriber[T]):
+    """Requests from inside ``on_subscribe`` and ``on_next`` (rule 3.2)."""
+
+    def on_subscribe(self, subscription: flow.Subscription) -> None:
+        self.subscription.complete(subscription)
+        subscription.request(1)
+        subscription.request(1)
+        subscription.request(1)
+
+    def on_next(self, item: T) -> None:
+        self.subscription.value().request(1)
+
+
+class _Recursing(ManualSubscriberWithSubscriptionSupport[T]):
+    """Requests one more from each ``on_next`` and flops past ``bound`` nested calls (rule 3.3)."""
+
+    def __init__(self, env: TestEnvironment, run_completed: Latch, bound: int, limit: int) -> None:
+        super().__init__(env)
+        self._run_completed = run_completed
+        self._bound = bound
+        self._limit = limit
+        self._depth = threading.local()
+        self.signals_received = 0
+
+    def on_next(self, item: T) -> None:
+        # Elements are not kept: only the stack depth matters.
+        self.signals_received += 1
+        depth = self._depth
+        depth.value = getattr(depth, "value", 0) + 1
+        if depth.value > self._bound:
+            self.env.flop(
+                f"Got {depth.value} on_next calls within thread {threading.current_thread().name}, "
+                f"yet expected recursive bound was {self._bound} (rule 3.3)"
+            )
+            self._run_completed.close()
+            return
+        if self.signals_received >= self._limit:
+            self._run_completed.close()
+            return
+        self.subscription.value().request(1)  # the publisher must break the recursion
+        depth.value -= 1
+
+    def on_complete(self) -> None:
+        super().on_complete()
+        self._run_completed.close()
+
+    def on_error(self, error: BaseException) -> None:
+        super().on_error(error)
+        self._run_completed.close()
+
+
+class _Overflowing(BlackholeSubscriberWithSubscriptionSupport[T]):
+    """Requests ``2**63 - 2`` more from each ``on_next``, ten times, then cancels (rule 3.17)."""
+
+    calls_left = 10  # two calls already overflow; ten is safely more
+
+    def on_next(self, item: T) -> None:
+        if self.calls_left > 0:
+            self.calls_left -= 1
+            self.subscription.value().request(LONG_MAX - 1)
+        else:
+            self.subscription.value().cancel()

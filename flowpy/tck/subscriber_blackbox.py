@@ -17,6 +17,7 @@ from flowpy.tck._stages import (
     LONG_MAX,
     NO_OP_SUBSCRIPTION,
     ElementStage,
+    SecondSubscription,
     null_signal_check,
     terminal_signal_check,
 )
@@ -120,20 +121,7 @@ class SubscriberBlackboxVerification(Verification, WithHelperPublisher, Generic[
 
         def body(stage: BlackboxTestStage[T]) -> None:
             cancelled = Latch(env)
-
-            class Second(flow.Subscription):
-                def request(self, n: int) -> None:
-                    env.flop(
-                        f"Subscriber illegally called `subscription.request({n})` on a second subscription (rule 2.5)"
-                    )
-
-                def cancel(self) -> None:
-                    cancelled.close()
-
-                def __repr__(self) -> str:
-                    return "SecondSubscription(should get cancelled)"
-
-            stage.proxy.on_subscribe(Second())
+            stage.proxy.on_subscribe(SecondSubscription(env, cancelled, flop_on_request=True))
             cancelled.expect_close(
                 "Expected 2nd Subscription given to subscriber to be cancelled, but "
                 "`Subscription.cancel()` was not called (rule 2.5)"

@@ -17,6 +17,7 @@ from flowpy.tck._base import Verification, WithHelperPublisher
 from flowpy.tck._stages import (
     LONG_MAX,
     ElementStage,
+    SecondSubscription,
     null_signal_check,
     terminal_signal_check,
 )
@@ -134,18 +135,7 @@ class SubscriberWhiteboxVerification(Verification, WithHelperPublisher, Generic[
 
         def body(stage: WhiteboxTestStage[T]) -> None:
             cancelled = Latch(env)
-
-            class Second(flow.Subscription):
-                def request(self, n: int) -> None:
-                    return None  # ignored
-
-                def cancel(self) -> None:
-                    cancelled.close()
-
-                def __repr__(self) -> str:
-                    return "SecondSubscription(should get cancelled)"
-
-            stage.sub.on_subscribe(Second())
+            stage.sub.on_subscribe(SecondSubscription(env, cancelled, flop_on_request=False))
             cancelled.expect_close(
                 "Expected 2nd Subscription given to subscriber to be cancelled, but "
                 "`Subscription.cancel()` was not called (rule 2.5)"

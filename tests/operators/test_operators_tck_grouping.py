@@ -40,6 +40,34 @@ class TestGroupByManyKeys(_OperatorVerification):
         return operators.flat_map(groups, lambda group: group, max_concurrency=5, prefetch=1)
 
 
+class _TakesTheGroup(Subscriber[GroupedPublisher[int, Any]]):
+    """Subscribes ``subscriber`` to the first group, or to the end that came instead of one.
+
+    A class of the module's, not one made in ``subscribe``: CPython 3.13t never
+    frees a class made once a thread has started (docs/internals.md, "Classes
+    made at run time"), and this one's methods would keep the subscriber.
+    """
+
+    def __init__(self, subscriber: Subscriber[Any]) -> None:
+        self.subscriber = subscriber
+        self.got_group = False
+
+    def on_subscribe(self, subscription: Subscription) -> None:
+        subscription.request(1)
+
+    def on_next(self, group: GroupedPublisher[int, Any]) -> None:
+        self.got_group = True
+        group.subscribe(self.subscriber)
+
+    def on_error(self, failure: BaseException) -> None:
+        if not self.got_group:
+            error(failure).subscribe(self.subscriber)
+
+    def on_complete(self) -> None:
+        if not self.got_group:
+            empty().subscribe(self.subscriber)
+
+
 class _FirstGroup(Publisher[Any]):
     """A group as a publisher: every item has key 0, so the first group holds them all."""
 
@@ -48,26 +76,7 @@ class _FirstGroup(Publisher[Any]):
 
     def subscribe(self, subscriber: Subscriber[Any]) -> None:
         require_subscriber(subscriber)
-
-        class TakesTheGroup(Subscriber[GroupedPublisher[int, Any]]):
-            got_group = False
-
-            def on_subscribe(self, subscription: Subscription) -> None:
-                subscription.request(1)
-
-            def on_next(self, group: GroupedPublisher[int, Any]) -> None:
-                self.got_group = True
-                group.subscribe(subscriber)
-
-            def on_error(self, failure: BaseException) -> None:
-                if not self.got_group:
-                    error(failure).subscribe(subscriber)
-
-            def on_complete(self) -> None:
-                if not self.got_group:
-                    empty().subscribe(subscriber)
-
-        operators.group_by(self.source, lambda v: 0).subscribe(TakesTheGroup())
+        operators.group_by(self.source, lambda v: 0).subscribe(_TakesTheGroup(subscriber))
 
 
 class TestGroupedPublisher(_OperatorVerification):
