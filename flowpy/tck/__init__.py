@@ -43,7 +43,13 @@ from flowpy.tck.environment import DEFAULT_TIMEOUT_MILLIS, TestEnvironment, Test
 from flowpy.tck.helper_publisher import AsyncIterablePublisher
 from flowpy.tck.identity_processor import IdentityProcessorVerification
 from flowpy.tck.manual_publisher import ManualPublisher
-from flowpy.tck.probes import BlackboxProbe, BlackboxSubscriberProxy, SubscriberPuppet, WhiteboxSubscriberProbe
+from flowpy.tck.probes import (
+    BlackboxProbe,
+    BlackboxSubscriberProxy,
+    SubscriberPuppet,
+    SubscriptionPuppet,
+    WhiteboxSubscriberProbe,
+)
 from flowpy.tck.publisher_verification import PUBLISHER_UNABLE_TO_SIGNAL_ON_COMPLETE, PublisherVerification
 from flowpy.tck.reactive_streams import (
     ReactiveStreamsIdentityProcessorVerification,
@@ -103,6 +109,7 @@ __all__ = [
     "SubscriberBufferOverflowError",
     "SubscriberPuppet",
     "SubscriberWhiteboxVerification",
+    "SubscriptionPuppet",
     "TestEnvironment",
     "TestException",
     "TestSubscriber",

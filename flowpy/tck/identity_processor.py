@@ -16,7 +16,7 @@ from flowpy import flow
 from flowpy.tck._base import Verification, WithHelperPublisher, verification_tests
 from flowpy.tck._stages import LONG_MAX, ElementStage
 from flowpy.tck.environment import TestEnvironment
-from flowpy.tck.probes import SubscriberPuppet, WhiteboxSubscriberProbe
+from flowpy.tck.probes import SubscriptionPuppet, WhiteboxSubscriberProbe
 from flowpy.tck.publisher_verification import PublisherConfiguration, PublisherVerification
 from flowpy.tck.signals import TEST_BUFFER_SIZE, Receptacle
 from flowpy.tck.skips import SKIPPING_TOO_FEW_SUBSCRIBERS, skip
@@ -257,19 +257,6 @@ class _ProcessorPublisherVerification(PublisherVerification[T]):
         return self._outer.publisher_reference_gc_timeout_millis()
 
 
-class _Puppet(SubscriberPuppet):
-    """Requests and cancels on the subscription it was given."""
-
-    def __init__(self, subscription: flow.Subscription) -> None:
-        self._subscription = subscription
-
-    def trigger_request(self, elements: int) -> None:
-        self._subscription.request(elements)
-
-    def signal_cancel(self) -> None:
-        self._subscription.cancel()
-
-
 class _ProbeSubscriber(ManualSubscriberWithSubscriptionSupport[T]):
     """The processor's downstream in the whitebox tests: reports every signal to the probe."""
 
@@ -282,7 +269,7 @@ class _ProbeSubscriber(ManualSubscriberWithSubscriptionSupport[T]):
             subscription.cancel()  # rule 2.5
             return
         self.subscription.complete(subscription)
-        self._probe.register_on_subscribe(_Puppet(subscription))
+        self._probe.register_on_subscribe(SubscriptionPuppet(subscription))
 
     def on_next(self, item: T) -> None:
         self._probe.register_on_next(item)

@@ -19,6 +19,7 @@ __all__ = [
     "BlackboxProbe",
     "BlackboxSubscriberProxy",
     "SubscriberPuppet",
+    "SubscriptionPuppet",
     "WhiteboxSubscriberProbe",
 ]
 
@@ -38,6 +39,25 @@ class SubscriberPuppet(ABC):
     @abstractmethod
     def signal_cancel(self) -> None:
         """Make the subscriber cancel its subscription (it may coalesce pending triggers)."""
+
+
+class SubscriptionPuppet(SubscriberPuppet):
+    """The puppet of a subscriber that requests and cancels on its subscription from any thread.
+
+    ``trigger_request(n)`` calls ``subscription.request(n)``, ``signal_cancel``
+    calls ``subscription.cancel()``, on the TCK's thread. A subscriber whose
+    calls on the subscription must come from its own thread (rule 2.7)
+    needs a puppet that routes them there.
+    """
+
+    def __init__(self, subscription: flow.Subscription) -> None:
+        self.subscription = subscription
+
+    def trigger_request(self, elements: int) -> None:
+        self.subscription.request(elements)
+
+    def signal_cancel(self) -> None:
+        self.subscription.cancel()
 
 
 class BlackboxProbe(Generic[T]):

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import gc
 import os
+import queue
 import random
 import threading
 import weakref
@@ -569,22 +570,25 @@ class PublisherVerification(Verification, PublisherConfiguration[T]):
     def test_required_spec313_cancel_must_make_the_publisher_eventually_drop_all_references_to_the_subscriber(
         self,
     ) -> None:
-        def subscribe_and_cancel(pub: flow.Publisher[T], collected: threading.Event) -> None:
+        def subscribe_and_cancel(pub: flow.Publisher[T], collected: queue.SimpleQueue[bool]) -> None:
             # A function of its own, so that no frame of the test keeps the subscriber.
             sub = self.env.new_manual_subscriber(pub)
-            weakref.finalize(sub, collected.set)
+            # The finalizer runs on whichever thread frees the subscriber, inside
+            # whatever it is doing, this test's wait included: SimpleQueue.put takes
+            # no lock that thread may hold (Event.set takes the one Event.wait holds).
+            weakref.finalize(sub, collected.put, True)
             sub.request(1)
             sub.next_element()
             sub.cancel()
 
         def body(pub: flow.Publisher[T]) -> None:
-            collected = threading.Event()
+            collected: queue.SimpleQueue[bool] = queue.SimpleQueue()
             subscribe_and_cancel(pub, collected)
             # cancel may take effect asynchronously: collect until the deadline.
             slices = max(1, self.publisher_reference_gc_timeout_millis() // 10) + 10
             for _ in range(slices):
                 gc.collect()
-                if collected.wait(0.01):
+                if _arrives(collected, 0.01):
                     break
             else:
                 self.env.flop(
@@ -629,6 +633,15 @@ class PublisherVerification(Verification, PublisherConfiguration[T]):
                 sub.cancel()
 
         self.active_publisher_test(2**31 - 1, False, body)
+
+
+def _arrives(signal: queue.SimpleQueue[bool], timeout: float) -> bool:
+    """Whether ``signal`` gets an item within ``timeout`` seconds (taking it)."""
+    try:
+        signal.get(timeout=timeout)
+    except queue.Empty:
+        return False
+    return True
 
 
 def _assert_same_sequences(*received: list[T]) -> None:

@@ -5,13 +5,15 @@ from __future__ import annotations
 import contextlib
 import itertools
 import random
+import sys
 import threading
 from collections.abc import Callable
+from types import FrameType
 from typing import Any, TypeVar
 
 from flowpy import flow
 from flowpy.executors import Executor, as_execute
-from flowpy.tck import SubscriberPuppet, TestException, WhiteboxSubscriberProbe
+from flowpy.tck import SubscriberPuppet, SubscriptionPuppet, TestException, WhiteboxSubscriberProbe
 from tests.tck.reference import (
     IdentityProcessor,
     MulticastProcessor,
@@ -481,6 +483,47 @@ class ReferenceHoldingPublisher(flow.Publisher[int]):
         subscriber.on_subscribe(Sending())
 
 
+class LateLettingGoPublisher(flow.Publisher[int]):
+    """Rule 3.13, kept: lets go of its subscriber at the ``at``-th call its canceller's thread makes after ``cancel``.
+
+    The subscriber is then freed on that thread, wherever that call is: inside
+    the TCK's own wait for it, for one ``at``. ``request(n)`` sends ``n``
+    copies of ``n``. ``let_go`` is set once it has let go.
+    """
+
+    def __init__(self, at: int) -> None:
+        self.at = at
+        self.kept: flow.Subscriber[int] | None = None
+        self.let_go = threading.Event()
+
+    def subscribe(self, subscriber: flow.Subscriber[int]) -> None:
+        self.kept = subscriber
+        subscriber.on_subscribe(_LettingGoLater(self))
+
+    def count_calls(self, frame: FrameType, event: str, arg: object) -> None:
+        """A profile function: lets go at the ``at``-th call, then profiles no more."""
+        if event in ("call", "c_call"):
+            self.at -= 1
+            if self.at <= 0:
+                sys.setprofile(None)
+                self.kept = None  # the subscriber's last reference: freed here, on this thread
+                self.let_go.set()
+
+
+class _LettingGoLater(NoopSubscription):
+    def __init__(self, publisher: LateLettingGoPublisher) -> None:
+        self.publisher = publisher
+
+    def request(self, n: int) -> None:
+        subscriber = self.publisher.kept
+        for _ in range(n):
+            if subscriber is not None:
+                subscriber.on_next(n)
+
+    def cancel(self) -> None:
+        sys.setprofile(self.publisher.count_calls)
+
+
 class _OverflowingDemand(NoopSubscription):
     # Java's long wraps at 2**63; here demand above 2**63 - 1 stands for it.
     def __init__(self, subscriber: flow.Subscriber[int], publisher: DemandCountingPublisher) -> None:
@@ -691,19 +734,6 @@ class ThrowingOnErrorSubscriber(RequestingSubscriber):
 # --- Whitebox subscribers of the upstream self-tests -----------------------------------
 
 
-class SimplePuppet(SubscriberPuppet):
-    """A puppet that passes ``trigger_request``/``signal_cancel`` to the subscription."""
-
-    def __init__(self, subscription: flow.Subscription) -> None:
-        self.subscription = subscription
-
-    def trigger_request(self, elements: int) -> None:
-        self.subscription.request(elements)
-
-    def signal_cancel(self) -> None:
-        self.subscription.cancel()
-
-
 class ProbedSubscriber(flow.Subscriber[int]):
     """The simplest subscriber that reports every signal to its whitebox probe.
 
@@ -716,7 +746,7 @@ class ProbedSubscriber(flow.Subscriber[int]):
 
     def on_subscribe(self, subscription: flow.Subscription) -> None:
         self.subscription = subscription
-        self.probe.register_on_subscribe(SimplePuppet(subscription))
+        self.probe.register_on_subscribe(SubscriptionPuppet(subscription))
 
     def on_next(self, item: int) -> None:
         self.probe.register_on_next(item)
@@ -734,7 +764,7 @@ class DeafPuppetSubscriber(ProbedSubscriber):
     def on_subscribe(self, subscription: flow.Subscription) -> None:
         self.subscription = subscription
 
-        class Deaf(SimplePuppet):
+        class Deaf(SubscriptionPuppet):
             def trigger_request(self, elements: int) -> None:
                 return None
 
@@ -788,7 +818,7 @@ class ThrowingAfterCancelProbedSubscriber(ProbedSubscriber):
         cancelled = threading.Event()
         self.cancelled = cancelled
 
-        class Cancelling(SimplePuppet):
+        class Cancelling(SubscriptionPuppet):
             def signal_cancel(self) -> None:
                 cancelled.set()
                 super().signal_cancel()

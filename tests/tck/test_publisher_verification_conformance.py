@@ -10,6 +10,7 @@ types (``TypeError`` for Java's ``NullPointerException``, ``on_error`` for
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 
 import pytest
@@ -24,6 +25,7 @@ from flowpy.tck import (
 from tests.tck import broken
 from tests.tck.conformance import (
     TIMEOUT_MILLIS,
+    Outcome,
     publisher_verification,
     require_failure,
     require_pass,
@@ -427,6 +429,25 @@ def test_required_spec313_cancel_must_make_the_publisher_eventually_drop_all_ref
         ),
         "did not drop reference to test subscriber after subscription cancellation (rule 3.13)",
     )
+
+
+@pytest.mark.parametrize("at", range(1, 41))
+def test_required_spec313_cancel_must_make_the_publisher_eventually_drop_all_references_to_the_subscriber_passes_wherever_the_subscriber_is_freed(
+    at: int,
+) -> None:
+    # A finalizer runs on the thread that frees its object, inside whatever that
+    # thread is doing: freed on the TCK's thread inside its own wait (a lock
+    # section of that wait), a finalizer that took the wait's lock hung there.
+    # The first 40 calls after the cancel cover the first rounds of the wait.
+    publisher = broken.LateLettingGoPublisher(at)
+    results: list[Outcome] = []
+    test = "test_required_spec313_cancel_must_make_the_publisher_eventually_drop_all_references_to_the_subscriber"
+    verifying = threading.Thread(target=lambda: results.append(run(publisher_verification(publisher), test)))
+    verifying.start()
+    verifying.join(10)
+    assert not verifying.is_alive(), f"the TCK hung when the subscriber was freed at call {at} after the cancel"
+    assert publisher.let_go.is_set()
+    require_pass(results[0])
 
 
 def test_required_spec317_must_support_a_pending_element_count_up_to_long_max_value_should_fail_on_asynch_demand_ignoring_publisher(

@@ -8,8 +8,8 @@ from flowpy import flow
 from flowpy.subscribers import AsyncSubscriber, LambdaSubscriber, SyncSubscriber
 from flowpy.tck import (
     SubscriberBlackboxVerification,
-    SubscriberPuppet,
     SubscriberWhiteboxVerification,
+    SubscriptionPuppet,
     TestEnvironment,
     WhiteboxSubscriberProbe,
 )
@@ -20,17 +20,6 @@ class _Fast:
         return TestEnvironment(1000, 30, 10)
 
 
-class _Puppet(SubscriberPuppet):
-    def __init__(self, subscription: flow.Subscription) -> None:
-        self.subscription = subscription
-
-    def trigger_request(self, elements: int) -> None:
-        self.subscription.request(elements)
-
-    def signal_cancel(self) -> None:
-        self.subscription.cancel()
-
-
 class _Probing:
     """Reports the signals a subscriber received to a whitebox probe, after handling them."""
 
@@ -38,7 +27,7 @@ class _Probing:
 
     def on_subscribe(self, subscription: flow.Subscription) -> None:
         super().on_subscribe(subscription)  # type: ignore[misc]
-        self.probe.register_on_subscribe(_Puppet(subscription))
+        self.probe.register_on_subscribe(SubscriptionPuppet(subscription))
 
     def on_next(self, item: Any) -> None:
         super().on_next(item)  # type: ignore[misc]
