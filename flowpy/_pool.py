@@ -127,7 +127,7 @@ class DaemonThreadPool(FuturesExecutor):
         # raised in there, on the thread that submits, would leave that lock
         # held, and every later execute() would block on it. Nor does any
         # section of it have a loop whose backward jump CPython 3.12+ leaves
-        # outside the with's handler (tests/test_submission_interrupts.py).
+        # outside the with's handler (tests/test_package.py, docs/internals.md).
         # Held while a task is queued, so that no task lands behind the
         # shutdown sentinel, where no worker would ever take it.
         self._lock = threading.Lock()

@@ -514,11 +514,8 @@ def _subscription_of(subscriptions: Iterable[Any], subscriber: object) -> Any:
     """The subscription of ``subscriber`` (by identity or ``==``) among ``subscriptions``, or ``None``.
 
     A function of its own, so that a section of the publisher's lock calls it
-    instead of looping: CPython 3.12 and later leave the backward jump of
-    some loops (one with a ``break`` or ``return`` under an ``if``, a
-    ``while``, a filtered list comprehension) outside the handler of the
-    ``with`` around them, and a ``KeyboardInterrupt`` raised at that jump
-    would leave the lock held. A loop in a called frame is inside it.
+    instead of looping: a loop in the section could lose the lock to a Ctrl-C
+    on CPython 3.12+ (docs/internals.md, "Loops and locks").
     """
     for existing in subscriptions:
         if existing.subscriber is subscriber or existing.subscriber == subscriber:

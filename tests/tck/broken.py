@@ -516,8 +516,8 @@ class _LettingGoLater(NoopSubscription):
 
     def request(self, n: int) -> None:
         subscriber = self.publisher.kept
-        for _ in range(n):
-            if subscriber is not None:
+        if subscriber is not None:
+            for _ in range(n):
                 subscriber.on_next(n)
 
     def cancel(self) -> None:
